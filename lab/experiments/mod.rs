@@ -1,0 +1,1 @@
+//! `notify try NAME`: experiments that measure what a fix costs.

@@ -1,0 +1,2 @@
+//! The lab: the machinery behind `notify`.
+pub mod experiments;
