@@ -1,2 +1,31 @@
 //! The lab: the machinery behind `notify`.
+//!
+//! A case file uses a few of its types: [`Db`] (the service's database, a
+//! real rusqlite connection with the lab's fault points), [`Email`] (a
+//! provider whose sends land in the world, beyond any rollback), the
+//! workshop's inputs such as [`Invite`], and [`serve!`], the case binary's
+//! entry point. The rest is the parent's side: building and running cases,
+//! reading what the world saw, and reporting verdicts.
+
+pub mod chapter;
+pub mod cli;
+pub mod compile;
+pub mod db;
+pub mod domain;
 pub mod experiments;
+pub mod progress;
+pub mod provider;
+pub mod report;
+pub mod rng;
+pub mod runner;
+pub mod scenario;
+pub mod serve;
+pub mod timeline;
+pub mod world;
+
+pub use db::Db;
+pub use domain::Invite;
+pub use provider::Email;
+
+/// The result type of a case's operations: any error, with its context.
+pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;

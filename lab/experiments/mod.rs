@@ -1,1 +1,57 @@
 //! `notify try NAME`: experiments that measure what a fix costs.
+//!
+//! Each experiment runs on this machine, with real files and real commits,
+//! so the figures it prints are yours rather than the workshop's.
+
+pub mod outbox;
+
+/// The SQLite journal an experiment runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Journal {
+    /// Write-ahead log (`journal_mode=WAL`), the lab's own setting: one fsync a commit.
+    Wal,
+    /// Rollback journal (`journal_mode=DELETE`): about four fsyncs a commit.
+    Delete,
+}
+
+impl Journal {
+    /// The value given to `PRAGMA journal_mode`.
+    pub fn pragma_value(self) -> &'static str {
+        match self {
+            Journal::Wal => "WAL",
+            Journal::Delete => "DELETE",
+        }
+    }
+}
+
+/// The experiments `notify try` knows: (name, one-line description).
+pub const EXPERIMENTS: &[(&str, &str)] = &[(
+    "outbox",
+    "what an outbox row costs on a real SQLite commit (chapter 1)",
+)];
+
+/// Runs experiment `name`, printing to stdout; returns the process exit code.
+///
+/// `iterations` overrides the experiment's default run length, `journal`
+/// picks the SQLite journal, and `json` prints the figures as a JSON
+/// document instead of a table. An unknown name prints the list of
+/// experiments to stderr and returns 2.
+pub fn run_try(
+    name: &str,
+    iterations: Option<usize>,
+    journal: Journal,
+    json: bool,
+) -> anyhow::Result<i32> {
+    match name {
+        "outbox" => outbox::run(iterations, journal, json),
+        _ => {
+            eprintln!("There is no experiment called {name:?}. The experiments are:");
+            for (name, description) in EXPERIMENTS {
+                eprintln!("  {name:<10} {description}");
+            }
+            eprintln!("Run one with: notify try NAME");
+            Ok(2)
+        }
+    }
+}

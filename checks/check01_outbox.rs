@@ -1,0 +1,599 @@
+//! Check 01: send after commit, the outbox.
+//!
+//! Plays a batch of invites against the case and judges what the world saw:
+//! who got an email, and who is a member. The batch is played as is, with
+//! the process aborting straight after each invite commit (then restarted,
+//! which runs the relay), and with each invite commit failing inside SQLite.
+//! Besides the chapter's five invites, seeded random batches with other
+//! names, workspaces and seat counts are played the same way.
+
+use anyhow::Result;
+
+use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::scenario::{Fault, Plan, Step};
+use lab::world::{read_pairs, History, Kind};
+use lab::Invite;
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 1,
+    title: "send after commit: the outbox",
+    case_file: "cases/case01_outbox.rs",
+    text_file: "chapters/01-send-after-commit.md",
+    bin: "case01",
+    shipped_hash: 0x6f4c_33c1_0e2a_9d1b,
+    variants: &[
+        Variant {
+            name: "solution",
+            bin: "case01-solution",
+            file: "checks/case01/solution.rs",
+            about: "the outbox row in the invite's transaction, sent by the relay",
+        },
+        Variant {
+            name: "send-after-commit",
+            bin: "case01-send-after-commit",
+            file: "checks/case01/send_after_commit.rs",
+            about: "the email moved after commit(): a crash loses it",
+        },
+        Variant {
+            name: "second-transaction",
+            bin: "case01-second-transaction",
+            file: "checks/case01/second_transaction.rs",
+            about: "the outbox row written in a second transaction: a crash loses it",
+        },
+        Variant {
+            name: "check-seats-first",
+            bin: "case01-check-seats-first",
+            file: "checks/case01/check_seats_first.rs",
+            about: "checks the seat, then sends inside the transaction: a failing commit",
+        },
+        Variant {
+            name: "only-acme",
+            bin: "case01-only-acme",
+            file: "checks/case01/only_acme.rs",
+            about: "an outbox for ws_acme only: tuned to the chapter's batch",
+        },
+    ],
+    run,
+    check,
+};
+
+const ROLLED_BACK: &str = "no email for an invite that rolled back";
+const EXACTLY_ONE: &str = "every new member gets exactly one email";
+const CRASH: &str = "a crash straight after the commit still sends the email, once";
+const FAILING: &str = "no email when the commit itself fails";
+
+/// A batch of invites and the workspaces they go to.
+struct Batch {
+    /// `None` for the chapter's own batch.
+    seed: Option<u64>,
+    workspaces: Vec<(String, i64)>,
+    invites: Vec<Invite>,
+}
+
+impl Batch {
+    /// The chapter's five invites: ws_orbit has no seat left.
+    fn chapter() -> Batch {
+        let invite = |name: &str, workspace: &str| Invite {
+            email: format!("{name}@example.com"),
+            workspace: workspace.to_string(),
+        };
+        Batch {
+            seed: None,
+            workspaces: vec![("ws_acme".into(), 10), ("ws_orbit".into(), 0)],
+            invites: vec![
+                invite("dana", "ws_acme"),
+                invite("eli", "ws_acme"),
+                invite("fay", "ws_orbit"),
+                invite("gus", "ws_acme"),
+                invite("hal", "ws_orbit"),
+            ],
+        }
+    }
+
+    /// A batch drawn from `seed`: other names, workspaces and seat counts,
+    /// with at least one invite that fits and one that does not.
+    fn random(seed: u64) -> Batch {
+        const NAMES: [&str; 20] = [
+            "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai",
+            "lena", "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
+        ];
+        const WORKSPACES: [&str; 6] = [
+            "ws_nova",
+            "ws_delta",
+            "ws_pine",
+            "ws_harbor",
+            "ws_quartz",
+            "ws_ember",
+        ];
+        let mut rng = Rng::new(seed);
+        loop {
+            let mut names = NAMES.to_vec();
+            rng.shuffle(&mut names);
+            let mut spaces = WORKSPACES.to_vec();
+            rng.shuffle(&mut spaces);
+            let workspaces: Vec<(String, i64)> = spaces[..rng.between(2, 3) as usize]
+                .iter()
+                .map(|w| (w.to_string(), rng.between(0, 3) as i64))
+                .collect();
+            let invites: Vec<Invite> = names[..rng.between(4, 7) as usize]
+                .iter()
+                .map(|name| Invite {
+                    email: format!("{name}@example.com"),
+                    workspace: rng.pick(&workspaces).0.clone(),
+                })
+                .collect();
+            let batch = Batch {
+                seed: Some(seed),
+                workspaces,
+                invites,
+            };
+            let fits = batch.expected_members();
+            if fits > 0 && fits < batch.invites.len() {
+                return batch;
+            }
+        }
+    }
+
+    /// How many invites find a free seat, played in order.
+    fn expected_members(&self) -> usize {
+        let mut seats: Vec<(String, i64)> = self.workspaces.clone();
+        self.invites
+            .iter()
+            .filter(|i| match seats.iter_mut().find(|(w, _)| *w == i.workspace) {
+                Some((_, free)) if *free > 0 => {
+                    *free -= 1;
+                    true
+                }
+                _ => false,
+            })
+            .count()
+    }
+
+    fn name(&self) -> String {
+        match self.seed {
+            None => "the chapter's batch".to_string(),
+            Some(seed) => format!("random batch {seed}"),
+        }
+    }
+
+    fn workspace_of(&self, email: &str) -> &str {
+        self.invites
+            .iter()
+            .find(|i| i.email == email)
+            .map(|i| i.workspace.as_str())
+            .unwrap_or("?")
+    }
+
+    fn plan(&self, dir: &std::path::Path, fault: Option<Fault>) -> Plan {
+        let fixture = self
+            .workspaces
+            .iter()
+            .map(|(id, seats)| {
+                format!("INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})")
+            })
+            .collect();
+        let steps = self
+            .invites
+            .iter()
+            .flat_map(|i| [Step::with("invite", i, &i.email), Step::new("relay")])
+            .collect();
+        Plan {
+            dir: dir.to_path_buf(),
+            process: 1,
+            fixture,
+            steps,
+            fault,
+        }
+    }
+}
+
+/// What one scenario left behind.
+struct Played {
+    fault: Option<Fault>,
+    exits: Vec<Exit>,
+    history: History,
+    members: Vec<String>,
+}
+
+impl Played {
+    /// An ending no correct case has: a panic, a hang, an unplanned abort.
+    fn trouble(&self) -> Option<String> {
+        let planned_crash = matches!(self.fault, Some(Fault::CrashAfterCommit { .. }));
+        self.exits.iter().enumerate().find_map(|(i, exit)| match exit {
+            Exit::Finished => None,
+            Exit::Aborted if planned_crash && i == 0 => None,
+            other => {
+                let which = if i == 0 { "the case" } else { "the restarted case" };
+                Some(format!("{which} {}", other.describe()))
+            }
+        })
+    }
+
+    fn emails_to(&self, email: &str) -> usize {
+        self.history.emails_to(email).count()
+    }
+
+    fn is_member(&self, email: &str) -> bool {
+        self.members.iter().any(|m| m == email)
+    }
+
+    /// Who the faulted commit was about.
+    fn faulted(&self) -> Option<String> {
+        self.history
+            .events
+            .iter()
+            .find(|e| matches!(e.kind, Kind::CommitFailed | Kind::Crash))
+            .and_then(|e| {
+                // A crash is recorded after its commit, under the same subject.
+                e.subject.clone().or_else(|| {
+                    self.history
+                        .events
+                        .iter()
+                        .rev()
+                        .find(|c| c.kind == Kind::Commit && c.process == e.process)
+                        .and_then(|c| c.subject.clone())
+                })
+            })
+    }
+}
+
+fn play(case: &Case, batch: &Batch, fault: Option<Fault>) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let mut exits = vec![case.start(&batch.plan(dir.path(), fault.clone()))?];
+    if exits[0] == Exit::Aborted && matches!(fault, Some(Fault::CrashAfterCommit { .. })) {
+        // The restart: a fresh process on the same files runs what the
+        // service runs at start-up.
+        let restart = Plan {
+            dir: dir.path().to_path_buf(),
+            process: 2,
+            fixture: Vec::new(),
+            steps: vec![Step::new("relay")],
+            fault: None,
+        };
+        exits.push(case.start(&restart)?);
+    }
+    let history = History::read(dir.path())?;
+    let members = if dir.path().join(lab::scenario::APP_DB).exists() {
+        read_pairs(dir.path(), "SELECT email, workspace FROM memberships")?
+            .into_iter()
+            .map(|(email, _)| email)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Played {
+        fault,
+        exits,
+        history,
+        members,
+    })
+}
+
+/// `notify run 1`: the chapter's batch, once, told as a story.
+fn run(case: &Case) -> Result<String> {
+    let batch = Batch::chapter();
+    let played = play(case, &batch, None)?;
+    let mut out = format!("sending {} invitations\n", batch.invites.len());
+    for invite in &batch.invites {
+        let outcome = if played.is_member(&invite.email) {
+            "added".to_string()
+        } else {
+            match played.history.error_for("invite", &invite.email) {
+                Some(err) if err.contains("CHECK constraint failed") => {
+                    "no free seat, rolled back".to_string()
+                }
+                Some(err) => format!("failed: {err}"),
+                None => "not added".to_string(),
+            }
+        };
+        out.push_str(&format!(
+            "  {:<19}{:<10}{outcome}\n",
+            invite.email, invite.workspace
+        ));
+    }
+    let phantom: Vec<&Invite> = batch
+        .invites
+        .iter()
+        .filter(|i| !played.is_member(&i.email) && played.emails_to(&i.email) > 0)
+        .collect();
+    out.push_str(&format!(
+        "\nemails sent: {}\nemails for memberships that do not exist: {}\n",
+        played.history.emails().count(),
+        phantom.len()
+    ));
+    for i in &phantom {
+        out.push_str(&format!(
+            "  {} was told they joined {}. They did not.\n",
+            i.email, i.workspace
+        ));
+    }
+    let untold: Vec<&Invite> = batch
+        .invites
+        .iter()
+        .filter(|i| played.is_member(&i.email) && played.emails_to(&i.email) == 0)
+        .collect();
+    if !untold.is_empty() {
+        out.push_str(&format!("new members never told: {}\n", untold.len()));
+        for i in &untold {
+            out.push_str(&format!(
+                "  {} joined {} and was not told.\n",
+                i.email, i.workspace
+            ));
+        }
+    }
+    let twice: Vec<&Invite> = batch
+        .invites
+        .iter()
+        .filter(|i| played.emails_to(&i.email) > 1)
+        .collect();
+    if !twice.is_empty() {
+        out.push_str(&format!("people told more than once: {}\n", twice.len()));
+        for i in &twice {
+            out.push_str(&format!(
+                "  {} got {} emails about {}.\n",
+                i.email,
+                played.emails_to(&i.email),
+                i.workspace
+            ));
+        }
+    }
+    if let Some(trouble) = played.trouble() {
+        out.push_str(&format!("\n{trouble}\n"));
+    }
+    Ok(out)
+}
+
+/// Everything played for one batch.
+struct Round<'a> {
+    batch: &'a Batch,
+    normal: Played,
+    crashes: Vec<Played>,
+    failures: Vec<Played>,
+}
+
+impl Round<'_> {
+    fn processes(&self) -> usize {
+        std::iter::once(&self.normal)
+            .chain(&self.crashes)
+            .chain(&self.failures)
+            .map(|p| p.exits.len())
+            .sum()
+    }
+}
+
+fn play_round<'a>(case: &Case, batch: &'a Batch) -> Result<Round<'a>> {
+    let normal = play(case, batch, None)?;
+    // Every invite commit the normal run made is a crash point; every one it
+    // attempted is a commit to fail.
+    let crash_points = normal.history.commits("invite");
+    let fail_points = normal.history.commit_attempts("invite");
+    let faults: Vec<Fault> = crash_points
+        .iter()
+        .map(|&nth| Fault::CrashAfterCommit {
+            op: "invite".into(),
+            nth,
+        })
+        .chain(fail_points.iter().map(|&nth| Fault::FailCommit {
+            op: "invite".into(),
+            nth,
+        }))
+        .collect();
+    let mut played = in_parallel(&faults, |f| play(case, batch, Some(f.clone())))
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+    let failures = played.split_off(crash_points.len());
+    Ok(Round {
+        batch,
+        normal,
+        crashes: played,
+        failures,
+    })
+}
+
+/// The first failure of a property, in the order the rounds were played.
+struct Finding {
+    evidence: String,
+    scenario: String,
+    details: Vec<String>,
+    seed: Option<u64>,
+    timeline: Option<(Played, Option<String>)>,
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    let batches: Vec<Batch> = std::iter::once(Batch::chapter())
+        .chain(options.seeds.iter().map(|&s| Batch::random(s)))
+        .collect();
+    let mut rounds = Vec::new();
+    for batch in &batches {
+        rounds.push(play_round(case, batch)?);
+    }
+    let processes = rounds.iter().map(Round::processes).sum();
+    // A property that holds shows the chapter's batch's figure.
+    let chapter = &rounds[0];
+    let evidence = [
+        format!("{} sent", phantoms(chapter).len()),
+        format!("{} joined", chapter.normal.members.len()),
+        format!("{} crash points", chapter.crashes.len()),
+        format!("{} failing commits", chapter.failures.len()),
+    ];
+    let [rolled, joined, crashed, failed] = evidence;
+    let verdicts = vec![
+        judge(ROLLED_BACK, rolled, rounds.iter_mut().find_map(rolled_back)),
+        judge(EXACTLY_ONE, joined, rounds.iter_mut().find_map(exactly_one)),
+        judge(CRASH, crashed, rounds.iter_mut().find_map(crash)),
+        judge(FAILING, failed, rounds.iter_mut().find_map(failing)),
+    ];
+    Ok(Checked {
+        verdicts,
+        processes,
+    })
+}
+
+fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
+    let Some(f) = finding else {
+        return Verdict::pass(property, pass_evidence);
+    };
+    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
+    verdict.seed = f.seed;
+    if let Some((played, focus)) = f.timeline {
+        verdict.timeline = played.history.events;
+        verdict.focus = focus;
+    }
+    verdict
+}
+
+fn trouble_finding(round: &Round, played: &Played, what: &str) -> Option<Finding> {
+    played.trouble().map(|trouble| Finding {
+        evidence: "the case did not finish".to_string(),
+        scenario: format!("{}, {what}: {trouble}", round.batch.name()),
+        details: Vec::new(),
+        seed: round.batch.seed,
+        timeline: None,
+    })
+}
+
+/// Invites that rolled back but whose invitee got an email.
+fn phantoms<'a>(round: &'a Round) -> Vec<&'a Invite> {
+    round
+        .batch
+        .invites
+        .iter()
+        .filter(|i| !round.normal.is_member(&i.email) && round.normal.emails_to(&i.email) > 0)
+        .collect()
+}
+
+fn rolled_back(round: &mut Round) -> Option<Finding> {
+    if let Some(f) = trouble_finding(round, &round.normal, "played as is") {
+        return Some(f);
+    }
+    let phantoms = phantoms(round);
+    if phantoms.is_empty() {
+        return None;
+    }
+    let sent: usize = phantoms
+        .iter()
+        .map(|i| round.normal.emails_to(&i.email))
+        .sum();
+    Some(Finding {
+        evidence: format!("{sent} sent"),
+        scenario: format!("{}, played as is:", round.batch.name()),
+        details: phantoms
+            .iter()
+            .map(|i| {
+                format!(
+                    "{} was told they joined {}. They did not.",
+                    i.email, i.workspace
+                )
+            })
+            .collect(),
+        seed: round.batch.seed,
+        timeline: None,
+    })
+}
+
+/// Members with other than one email, described.
+fn miscounted(batch: &Batch, played: &Played) -> (usize, usize, Vec<String>) {
+    let (mut lost, mut twice, mut lines) = (0, 0, Vec::new());
+    for member in &played.members {
+        let workspace = batch.workspace_of(member);
+        match played.emails_to(member) {
+            1 => {}
+            0 => {
+                lost += 1;
+                lines.push(format!("{member} joined {workspace} and got no email."));
+            }
+            n => {
+                twice += 1;
+                lines.push(format!("{member} joined {workspace} and got {n} emails."));
+            }
+        }
+    }
+    (lost, twice, lines)
+}
+
+fn count_evidence(lost: usize, twice: usize) -> String {
+    match (lost, twice) {
+        (0, n) => format!("{n} sent more than once"),
+        (n, 0) => format!("{n} lost"),
+        (l, t) => format!("{l} lost, {t} sent more than once"),
+    }
+}
+
+fn exactly_one(round: &mut Round) -> Option<Finding> {
+    if let Some(f) = trouble_finding(round, &round.normal, "played as is") {
+        return Some(f);
+    }
+    let (lost, twice, details) = miscounted(round.batch, &round.normal);
+    if details.is_empty() {
+        return None;
+    }
+    let joined = round.normal.members.len();
+    Some(Finding {
+        evidence: format!("{joined} joined, {}", count_evidence(lost, twice)),
+        scenario: format!("{}, played as is:", round.batch.name()),
+        details,
+        seed: round.batch.seed,
+        timeline: None,
+    })
+}
+
+fn crash(round: &mut Round) -> Option<Finding> {
+    let batch = round.batch;
+    let at = round.crashes.iter().position(|p| {
+        p.trouble().is_some() || !miscounted(batch, p).2.is_empty()
+    })?;
+    let played = round.crashes.remove(at);
+    let fault = played.fault.as_ref().map(Fault::describe).unwrap_or_default();
+    if let Some(f) = trouble_finding(round, &played, &fault) {
+        return Some(f);
+    }
+    let (lost, twice, details) = miscounted(batch, &played);
+    let who = played.faulted();
+    let whose = who
+        .as_deref()
+        .map(|w| format!(" ({w} → {})", batch.workspace_of(w)))
+        .unwrap_or_default();
+    Some(Finding {
+        evidence: count_evidence(lost, twice),
+        scenario: format!("{}, {fault}{whose}, then a restart:", batch.name()),
+        details,
+        seed: batch.seed,
+        timeline: Some((played, who)),
+    })
+}
+
+fn failing(round: &mut Round) -> Option<Finding> {
+    let batch = round.batch;
+    let told = |p: &Played| -> Option<String> {
+        let who = p.faulted()?;
+        (!p.is_member(&who) && p.emails_to(&who) > 0).then_some(who)
+    };
+    let sent: usize = round
+        .failures
+        .iter()
+        .filter_map(|p| told(p).map(|who| p.emails_to(&who)))
+        .sum();
+    let at = round
+        .failures
+        .iter()
+        .position(|p| p.trouble().is_some() || told(p).is_some())?;
+    let played = round.failures.remove(at);
+    let fault = played.fault.as_ref().map(Fault::describe).unwrap_or_default();
+    if let Some(f) = trouble_finding(round, &played, &fault) {
+        return Some(f);
+    }
+    let who = told(&played).expect("found above");
+    let workspace = batch.workspace_of(&who);
+    Some(Finding {
+        evidence: format!("{sent} sent"),
+        scenario: format!("{}, {fault} ({who} → {workspace}):", batch.name()),
+        details: vec![format!(
+            "{who} was told they joined {workspace}. The commit failed; they did not."
+        )],
+        seed: batch.seed,
+        timeline: Some((played, Some(who))),
+    })
+}

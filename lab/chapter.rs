@@ -1,0 +1,67 @@
+//! What the lab knows about a chapter: its files, its binaries, and the
+//! functions that tell its story and judge it. The chapters themselves are
+//! registered in `checks/mod.rs`.
+
+use anyhow::Result;
+
+use crate::report::Verdict;
+use crate::runner::Case;
+
+/// One chapter of the workshop.
+pub struct Chapter {
+    /// 1 to 12.
+    pub number: u32,
+    /// E.g. "send after commit: the outbox".
+    pub title: &'static str,
+    /// The file the learner edits, relative to the workshop's root.
+    pub case_file: &'static str,
+    /// The chapter's text, relative to the workshop's root.
+    pub text_file: &'static str,
+    /// The case's binary, e.g. `case01`.
+    pub bin: &'static str,
+    /// FNV-1a hash of the case file as shipped: an equal file is "not started".
+    pub shipped_hash: u64,
+    /// The reference solution and the catalogued wrong fixes.
+    pub variants: &'static [Variant],
+    /// `notify run N`: plays the chapter's batch and tells its story.
+    pub run: fn(&Case) -> Result<String>,
+    /// `notify check N`: plays every scenario and judges each property.
+    pub check: fn(&Case, &CheckOptions) -> Result<Checked>,
+}
+
+/// A buildable version of a case kept under `checks/`: the reference
+/// solution, or a wrong fix the check must catch.
+pub struct Variant {
+    /// E.g. `solution` or `send-after-commit`.
+    pub name: &'static str,
+    /// Its binary, e.g. `case01-solution`.
+    pub bin: &'static str,
+    /// Its file, relative to the workshop's root.
+    pub file: &'static str,
+    /// One line: what it does, and for a wrong fix, why it is wrong.
+    pub about: &'static str,
+}
+
+/// How a check is asked to run.
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    /// Seeds of the random batches to replay besides the chapter's own.
+    pub seeds: Vec<u64>,
+}
+
+/// What a check found.
+pub struct Checked {
+    pub verdicts: Vec<Verdict>,
+    /// How many case processes it started.
+    pub processes: usize,
+}
+
+/// The random batches every check replays unless `--seed` says otherwise.
+pub const DEFAULT_SEEDS: [u64; 3] = [1, 2, 3];
+
+/// FNV-1a, 64 bits: a stable fingerprint of a case file.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

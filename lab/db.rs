@@ -1,0 +1,127 @@
+//! The service's database, and where the lab injects commit faults.
+//!
+//! [`Db`] is a real rusqlite [`Connection`] on `app.db` (WAL, `synchronous=FULL`,
+//! foreign keys on); it dereferences to the connection, so a case uses plain
+//! rusqlite: `db.transaction()`, `tx.execute(...)`, `tx.commit()`.
+//!
+//! Faults live in SQLite's own hooks, so they cover every commit, whether it
+//! ends an explicit transaction or a single autocommit statement:
+//! - the commit hook counts each commit and, for a failing commit, answers
+//!   "roll back": SQLite turns the COMMIT into a ROLLBACK and the case gets the
+//!   real error (`SQLITE_CONSTRAINT_COMMITHOOK`);
+//! - the write-ahead-log hook runs once the commit is in the log file, and
+//!   there a crash aborts the process: no destructor, no flush, no catch.
+
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::{Context, Result};
+use rusqlite::Connection;
+
+use crate::scenario::Fault;
+use crate::world::{Kind, Recorder};
+
+/// The SQLite settings every service database in the lab uses.
+pub const DURABLE: &str = "
+    PRAGMA journal_mode = WAL;
+    PRAGMA synchronous = FULL;
+    PRAGMA foreign_keys = ON;
+";
+
+/// Pages in the write-ahead log before the lab checkpoints it, as SQLite's default does.
+const CHECKPOINT_PAGES: i32 = 1000;
+
+/// The service's database: a rusqlite connection with the lab's fault points.
+pub struct Db {
+    conn: Connection,
+}
+
+impl Db {
+    /// Opens (or creates) a database with the lab's durable settings.
+    pub fn open(path: &Path) -> Result<Db> {
+        let conn = Connection::open(path)
+            .with_context(|| format!("could not open the database {}", path.display()))?;
+        conn.execute_batch(DURABLE)
+            .with_context(|| format!("could not set up the database {}", path.display()))?;
+        Ok(Db { conn })
+    }
+
+    /// Counts commits against the running operation and injects `fault`.
+    pub(crate) fn watch(&mut self, recorder: Arc<Mutex<Recorder>>, fault: Option<Fault>) {
+        let tracker = Arc::new(Mutex::new(Tracker {
+            fault,
+            counts: HashMap::new(),
+            pending: None,
+        }));
+
+        let (rec, track) = (recorder.clone(), tracker.clone());
+        self.conn.commit_hook(Some(move || {
+            let mut rec = lock(&rec);
+            let mut track = lock(&track);
+            let op = rec.op().unwrap_or("start-up").to_string();
+            let nth = track.counts.entry(op.clone()).or_insert(0);
+            *nth += 1;
+            let nth = *nth;
+            let fail = track.fault == Some(Fault::FailCommit { op: op.clone(), nth });
+            if fail {
+                // The world must know before SQLite rolls back: nothing after
+                // this point is guaranteed to run if the case then crashes.
+                let _ = rec.event(
+                    Kind::CommitFailed,
+                    Some(nth),
+                    &format!("{op} commit {nth} fails, rolled back"),
+                );
+                track.pending = None;
+            } else {
+                track.pending = Some((op, nth));
+            }
+            fail
+        }))
+        .expect("a commit hook can always be installed");
+
+        self.conn
+            .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
+                let mut rec = lock(&recorder);
+                let mut track = lock(&tracker);
+                if let Some((op, nth)) = track.pending.take() {
+                    let _ = rec.event(Kind::Commit, Some(nth), &format!("{op} commit {nth}"));
+                    if track.fault == Some(Fault::CrashAfterCommit { op, nth }) {
+                        let _ = rec.event(Kind::Crash, None, "process aborted");
+                        std::process::abort();
+                    }
+                }
+                if pages >= CHECKPOINT_PAGES {
+                    wal.checkpoint()?;
+                }
+                Ok(())
+            }))
+            .expect("a write-ahead-log hook can always be installed");
+    }
+}
+
+struct Tracker {
+    fault: Option<Fault>,
+    counts: HashMap<String, u32>,
+    pending: Option<(String, u32)>,
+}
+
+/// Locks a mutex even if a panicking thread poisoned it: the lab must still
+/// record what happened.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Deref for Db {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl DerefMut for Db {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+}

@@ -1,0 +1,99 @@
+//! Progress: which chapters pass, kept in `.notify/state.json` at the
+//! workshop's root. The file is a cache of verdicts: when it is missing or
+//! unreadable the lab starts afresh, and the next check rebuilds it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::chapter::{fingerprint, Chapter};
+
+/// Where a learner stands on one chapter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The case file is as shipped.
+    NotStarted,
+    /// The file was changed, and this version has not passed a check.
+    InProgress,
+    /// This very version of the file passed `notify check`.
+    Passing,
+}
+
+impl Status {
+    /// The status in words.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::NotStarted => "not started",
+            Status::InProgress => "in progress",
+            Status::Passing => "passing",
+        }
+    }
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct State {
+    /// Chapter number → fingerprint of the case file that last passed.
+    passed: BTreeMap<u32, u64>,
+}
+
+/// The progress file of the workshop at `root`.
+pub struct Progress {
+    path: PathBuf,
+    state: State,
+}
+
+impl Progress {
+    /// Reads the progress file; a missing or corrupt one reads as no progress.
+    pub fn load(root: &Path) -> Progress {
+        let path = root.join(".notify").join("state.json");
+        let state = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        Progress { path, state }
+    }
+
+    /// Where `chapter` stands, from its case file as it is now.
+    pub fn status(&self, root: &Path, chapter: &Chapter) -> Status {
+        let Ok(bytes) = std::fs::read(root.join(chapter.case_file)) else {
+            return Status::InProgress;
+        };
+        let hash = fingerprint(&bytes);
+        if hash == chapter.shipped_hash {
+            Status::NotStarted
+        } else if self.state.passed.get(&chapter.number) == Some(&hash) {
+            Status::Passing
+        } else {
+            Status::InProgress
+        }
+    }
+
+    /// Remembers the verdict of a check of the learner's case file.
+    pub fn record(&mut self, root: &Path, chapter: &Chapter, passed: bool) -> Result<()> {
+        let file = root.join(chapter.case_file);
+        let bytes =
+            std::fs::read(&file).with_context(|| format!("could not read {}", file.display()))?;
+        if passed {
+            self.state.passed.insert(chapter.number, fingerprint(&bytes));
+        } else {
+            self.state.passed.remove(&chapter.number);
+        }
+        self.save()
+    }
+
+    fn save(&self) -> Result<()> {
+        let dir = self.path.parent().expect("the state file is in a folder");
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("could not create the progress folder {}", dir.display()))?;
+        // Write then rename, so an interrupted save never leaves half a file.
+        let tmp = self.path.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(&self.state)?;
+        std::fs::write(&tmp, text)
+            .with_context(|| format!("could not write the progress file {}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path)
+            .with_context(|| format!("could not replace {}", self.path.display()))
+    }
+}

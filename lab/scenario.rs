@@ -1,0 +1,105 @@
+//! The scenario protocol: what the parent asks one case process to do.
+//!
+//! `notify` writes a [`Plan`] as JSON into the scenario's folder and starts the
+//! case binary with its path. The case process runs the steps against the
+//! service's database and records everything the outside world saw in the
+//! world (see [`crate::world`]). A restart is simply a second plan on the same
+//! folder.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The file, inside a scenario's folder, that holds the service's database.
+pub const APP_DB: &str = "app.db";
+/// The file, inside a scenario's folder, that holds what the world saw.
+pub const WORLD_DB: &str = "world.db";
+/// Where a case process's standard error goes.
+pub const STDERR_FILE: &str = "stderr.txt";
+
+/// What one case process runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Plan {
+    /// The scenario's folder: `app.db` and `world.db` live here.
+    pub dir: PathBuf,
+    /// 1 for the first process on this folder, 2 for the restart, and so on.
+    pub process: u32,
+    /// SQL run once after the case's schema, when the database is new.
+    pub fixture: Vec<String>,
+    /// The operations to call, in order.
+    pub steps: Vec<Step>,
+    /// The fault to inject, if any.
+    pub fault: Option<Fault>,
+}
+
+/// One call of an operation the case exports (`invite`, `relay`, ...).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Step {
+    /// The operation's name, as given to `lab::serve!`.
+    pub op: String,
+    /// Its input, deserialised into the operation's argument type.
+    #[serde(default)]
+    pub input: serde_json::Value,
+    /// Who the step is about (an email address), for the story and the timeline.
+    #[serde(default)]
+    pub subject: Option<String>,
+}
+
+impl Step {
+    /// A step with no input.
+    pub fn new(op: &str) -> Step {
+        Step {
+            op: op.to_string(),
+            input: serde_json::Value::Null,
+            subject: None,
+        }
+    }
+
+    /// A step with an input, about `subject`.
+    pub fn with(op: &str, input: impl Serialize, subject: &str) -> Step {
+        Step {
+            op: op.to_string(),
+            input: serde_json::to_value(input).expect("step inputs are plain data"),
+            subject: Some(subject.to_string()),
+        }
+    }
+}
+
+/// A fault at the `nth` commit (counting from 1) made while operation `op` runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fault {
+    /// The commit succeeds, then the process aborts: no destructor, no flush.
+    CrashAfterCommit { op: String, nth: u32 },
+    /// SQLite turns the COMMIT into a ROLLBACK and the case sees the error.
+    FailCommit { op: String, nth: u32 },
+}
+
+impl Fault {
+    /// Says which fault this is in the workshop's words: "crash after invite commit 2".
+    pub fn describe(&self) -> String {
+        match self {
+            Fault::CrashAfterCommit { op, nth } => format!("crash after {op} commit {nth}"),
+            Fault::FailCommit { op, nth } => format!("{op} commit {nth} fails"),
+        }
+    }
+}
+
+impl Plan {
+    /// Writes the plan into its folder and returns the file's path.
+    pub fn save(&self) -> Result<PathBuf> {
+        let path = self.dir.join(format!("plan-{}.json", self.process));
+        let text = serde_json::to_string_pretty(self).context("could not encode the plan")?;
+        std::fs::write(&path, text)
+            .with_context(|| format!("could not write the scenario plan to {}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Reads a plan written by [`Plan::save`].
+    pub fn load(path: &Path) -> Result<Plan> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("could not read the scenario plan {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("the scenario plan {} is not valid", path.display()))
+    }
+}

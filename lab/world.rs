@@ -1,0 +1,325 @@
+//! The world: what the outside world saw, kept outside the service's database.
+//!
+//! Every email a provider accepted, and every step of the story (calls,
+//! commits, crashes), is written to `world.db` in the scenario's folder. It is
+//! a separate SQLite file with its own connection, so a rollback in `app.db`
+//! cannot undo it, exactly as a rollback cannot recall a real email. Each
+//! record is its own committed transaction, so it survives a process abort.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use crate::scenario::WORLD_DB;
+
+const WORLD_SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS deliveries (
+        id        INTEGER PRIMARY KEY,
+        process   INTEGER NOT NULL,
+        channel   TEXT NOT NULL,
+        recipient TEXT NOT NULL,
+        body      TEXT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS events (
+        seq     INTEGER PRIMARY KEY,
+        process INTEGER NOT NULL,
+        lane    TEXT NOT NULL,
+        kind    TEXT NOT NULL,
+        op      TEXT,
+        nth     INTEGER,
+        subject TEXT,
+        text    TEXT NOT NULL
+    );
+";
+
+/// Which column of a timeline an event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    /// The service's own code: calls, errors, crashes, restarts.
+    Service,
+    /// The service's database: commits and failed commits.
+    Database,
+    /// The outside world: what providers accepted.
+    Provider,
+}
+
+/// What happened, in the words the checks use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A case process started (the first run, or a restart).
+    Start,
+    /// An operation was called.
+    Call,
+    /// An operation returned `Ok`.
+    Return,
+    /// An operation returned an error.
+    Error,
+    /// A commit reached the database file.
+    Commit,
+    /// A commit was turned into a rollback by an injected fault.
+    CommitFailed,
+    /// The process aborted.
+    Crash,
+    /// A provider accepted a message.
+    Send,
+    /// The case panicked.
+    Panic,
+}
+
+const KINDS: [(Kind, &str); 9] = [
+    (Kind::Start, "start"),
+    (Kind::Call, "call"),
+    (Kind::Return, "return"),
+    (Kind::Error, "error"),
+    (Kind::Commit, "commit"),
+    (Kind::CommitFailed, "commit_failed"),
+    (Kind::Crash, "crash"),
+    (Kind::Send, "send"),
+    (Kind::Panic, "panic"),
+];
+
+impl Kind {
+    fn name(self) -> &'static str {
+        KINDS.iter().find(|(k, _)| *k == self).map(|(_, n)| *n).unwrap_or("?")
+    }
+
+    fn parse(name: &str) -> Option<Kind> {
+        KINDS.iter().find(|(_, n)| *n == name).map(|(k, _)| *k)
+    }
+
+    /// The lane a kind of event is drawn in.
+    pub fn lane(self) -> Lane {
+        match self {
+            Kind::Commit | Kind::CommitFailed => Lane::Database,
+            Kind::Send => Lane::Provider,
+            _ => Lane::Service,
+        }
+    }
+}
+
+/// One line of the story, as recorded by the case process.
+#[derive(Clone, Debug, Serialize)]
+pub struct Event {
+    /// 1 for the first process, 2 for the restart.
+    pub process: u32,
+    pub kind: Kind,
+    /// The operation running when it happened.
+    pub op: Option<String>,
+    /// For commits: which commit of that operation, counting from 1.
+    pub nth: Option<u32>,
+    /// Who it is about (an email address), when known.
+    pub subject: Option<String>,
+    pub text: String,
+}
+
+/// A message a provider accepted: it reached a person and cannot be recalled.
+#[derive(Clone, Debug, Serialize)]
+pub struct Delivery {
+    pub process: u32,
+    pub channel: String,
+    pub recipient: String,
+    pub body: String,
+}
+
+fn open(dir: &Path) -> Result<Connection> {
+    let path = dir.join(WORLD_DB);
+    let conn = Connection::open(&path)
+        .with_context(|| format!("could not open the world at {}", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+        .and_then(|_| conn.execute_batch(WORLD_SCHEMA))
+        .with_context(|| format!("could not set up the world at {}", path.display()))?;
+    Ok(conn)
+}
+
+/// The case process's pen: writes events and deliveries to the world.
+pub struct Recorder {
+    conn: Connection,
+    process: u32,
+    op: Option<String>,
+    subject: Option<String>,
+}
+
+impl Recorder {
+    /// Opens the world in `dir` for case process number `process`.
+    pub fn open(dir: &Path, process: u32) -> Result<Recorder> {
+        Ok(Recorder {
+            conn: open(dir)?,
+            process,
+            op: None,
+            subject: None,
+        })
+    }
+
+    /// Sets the operation (and who it is about) that later events belong to.
+    pub fn enter(&mut self, op: Option<&str>, subject: Option<&str>) {
+        self.op = op.map(str::to_string);
+        self.subject = subject.map(str::to_string);
+    }
+
+    /// The operation now running, if any.
+    pub fn op(&self) -> Option<&str> {
+        self.op.as_deref()
+    }
+
+    /// Records an event of the current operation.
+    pub fn event(&mut self, kind: Kind, nth: Option<u32>, text: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO events (process, lane, kind, op, nth, subject, text)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    self.process,
+                    format!("{:?}", kind.lane()).to_lowercase(),
+                    kind.name(),
+                    self.op,
+                    nth,
+                    self.subject,
+                    text
+                ],
+            )
+            .context("could not record an event in the world")?;
+        Ok(())
+    }
+
+    /// Records that a provider accepted a message, with its event.
+    pub fn delivery(&mut self, channel: &str, recipient: &str, body: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO deliveries (process, channel, recipient, body)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![self.process, channel, recipient, body],
+            )
+            .context("could not record a delivery in the world")?;
+        let subject = self.subject.take();
+        self.subject = Some(recipient.to_string());
+        let recorded = self.event(Kind::Send, None, &format!("{channel} to {recipient}: {body}"));
+        self.subject = subject;
+        recorded
+    }
+}
+
+/// Everything a scenario's processes recorded, read back by the parent.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct History {
+    pub deliveries: Vec<Delivery>,
+    pub events: Vec<Event>,
+}
+
+impl History {
+    /// Reads the world in `dir`. A world nobody wrote to reads as empty.
+    pub fn read(dir: &Path) -> Result<History> {
+        if !dir.join(WORLD_DB).exists() {
+            return Ok(History::default());
+        }
+        let conn = open(dir)?;
+        let deliveries = conn
+            .prepare("SELECT process, channel, recipient, body FROM deliveries ORDER BY id")?
+            .query_map([], |row| {
+                Ok(Delivery {
+                    process: row.get(0)?,
+                    channel: row.get(1)?,
+                    recipient: row.get(2)?,
+                    body: row.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .context("could not read the deliveries from the world")?;
+        let events = conn
+            .prepare("SELECT process, kind, op, nth, subject, text FROM events ORDER BY seq")?
+            .query_map([], |row| {
+                let kind: String = row.get(1)?;
+                Ok(Event {
+                    process: row.get(0)?,
+                    kind: Kind::parse(&kind).unwrap_or(Kind::Panic),
+                    op: row.get(2)?,
+                    nth: row.get(3)?,
+                    subject: row.get(4)?,
+                    text: row.get(5)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .context("could not read the events from the world")?;
+        Ok(History { deliveries, events })
+    }
+
+    /// The emails that reached people.
+    pub fn emails(&self) -> impl Iterator<Item = &Delivery> {
+        self.deliveries.iter().filter(|d| d.channel == "email")
+    }
+
+    /// The emails that reached `recipient`.
+    pub fn emails_to<'a>(&'a self, recipient: &'a str) -> impl Iterator<Item = &'a Delivery> {
+        self.emails().filter(move |d| d.recipient == recipient)
+    }
+
+    /// Which commits of operation `op` reached the database, counting from 1.
+    pub fn commits(&self, op: &str) -> Vec<u32> {
+        self.numbered(Kind::Commit, op)
+    }
+
+    /// Every commit operation `op` attempted, whether or not it reached the file.
+    pub fn commit_attempts(&self, op: &str) -> Vec<u32> {
+        let mut all = self.numbered(Kind::Commit, op);
+        all.extend(self.numbered(Kind::CommitFailed, op));
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    fn numbered(&self, kind: Kind, op: &str) -> Vec<u32> {
+        self.events
+            .iter()
+            .filter(|e| e.kind == kind && e.op.as_deref() == Some(op))
+            .filter_map(|e| e.nth)
+            .collect()
+    }
+
+    /// The first event of a kind, if any.
+    pub fn first(&self, kind: Kind) -> Option<&Event> {
+        self.events.iter().find(|e| e.kind == kind)
+    }
+
+    /// The error the operation about `subject` returned in the first process, if it failed.
+    pub fn error_for(&self, op: &str, subject: &str) -> Option<&str> {
+        self.events
+            .iter()
+            .find(|e| {
+                e.kind == Kind::Error
+                    && e.op.as_deref() == Some(op)
+                    && e.subject.as_deref() == Some(subject)
+            })
+            .map(|e| e.text.as_str())
+    }
+}
+
+/// Reads a two-column table of text from the service's database after a
+/// scenario, e.g. the memberships the checks judge.
+pub fn read_pairs(dir: &Path, sql: &str) -> Result<Vec<(String, String)>> {
+    let path = dir.join(crate::scenario::APP_DB);
+    let conn = Connection::open(&path)
+        .with_context(|| format!("could not open the service's database {}", path.display()))?;
+    let mut stmt = conn
+        .prepare(sql)
+        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
+    let rows = stmt
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
+    Ok(rows)
+}
+
+/// Reads one number from the service's database, if the query returns a row.
+pub fn read_number(dir: &Path, sql: &str) -> Result<Option<i64>> {
+    let path = dir.join(crate::scenario::APP_DB);
+    let conn = Connection::open(&path)
+        .with_context(|| format!("could not open the service's database {}", path.display()))?;
+    conn.query_row(sql, [], |row| row.get(0))
+        .optional()
+        .with_context(|| format!("could not read `{sql}` from the service's database"))
+}
