@@ -23,7 +23,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case01_outbox.rs",
     text_file: "chapters/01-send-after-commit.md",
     bin: "case01",
-    shipped_hash: 0x6f4c_33c1_0e2a_9d1b,
+    shipped_hash: 0x4b84_039e_e2c3_1853,
     variants: &[
         Variant {
             name: "solution",
@@ -155,7 +155,7 @@ impl Batch {
     fn name(&self) -> String {
         match self.seed {
             None => "the chapter's batch".to_string(),
-            Some(seed) => format!("random batch {seed}"),
+            Some(seed) => format!("random batch (seed {seed})"),
         }
     }
 
@@ -285,7 +285,7 @@ fn run(case: &Case) -> Result<String> {
                 Some(err) if err.contains("CHECK constraint failed") => {
                     "no free seat, rolled back".to_string()
                 }
-                Some(err) => format!("failed: {err}"),
+                Some(err) => format!("failed: {}", lab::timeline::plain_error(err)),
                 None => "not added".to_string(),
             }
         };

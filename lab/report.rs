@@ -103,8 +103,11 @@ impl CheckReport {
             }
         }
         let held = self.verdicts.iter().filter(|v| v.pass).count();
+        if !out.ends_with("\n\n") {
+            out.push('\n');
+        }
         out.push_str(&format!(
-            "\n{} of {} properties hold; {} case processes in {:.1} s\n",
+            "{} of {} properties hold; {} case processes in {:.1} s\n",
             held,
             self.verdicts.len(),
             self.processes,

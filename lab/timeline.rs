@@ -4,7 +4,7 @@
 use crate::world::{Event, Kind, Lane};
 
 const INDENT: usize = 8;
-const WIDTH: [usize; 3] = [26, 30, 36];
+const WIDTH: [usize; 3] = [32, 28, 36];
 
 /// Keeps the events a learner needs to follow what happened to `focus` (an
 /// email address): that person's events, every start, crash and panic, and
@@ -48,7 +48,7 @@ fn describe(e: &Event) -> String {
         Kind::Call if who.is_empty() => e.text.clone(),
         Kind::Call => format!("{} {who}", e.text),
         Kind::Return => "ok".to_string(),
-        Kind::Error => format!("error: {}", e.text),
+        Kind::Error => format!("error: {}", plain_error(&e.text)),
         Kind::Commit => format!("COMMIT ({})", e.text),
         Kind::CommitFailed => "COMMIT fails: rollback".to_string(),
         Kind::Crash => "✖ crash: process aborts".to_string(),
@@ -57,6 +57,18 @@ fn describe(e: &Event) -> String {
             None => format!("✉ {}", e.text),
         },
         Kind::Panic => format!("✖ panic: {}", e.text),
+    }
+}
+
+/// An error as a person would say it: rusqlite's codes left out, and the
+/// commit hook's rollback named.
+pub fn plain_error(text: &str) -> String {
+    if text.contains("Error code 531") {
+        return "COMMIT rolled back".to_string();
+    }
+    match text.split_once(": Error code") {
+        Some((said, _)) => said.to_string(),
+        None => text.to_string(),
     }
 }
 
