@@ -130,15 +130,15 @@ impl Batch {
                 workspaces,
                 invites,
             };
-            let fits = batch.expected_members();
+            let fits = batch.seated().len();
             if fits > 0 && fits < batch.invites.len() {
                 return batch;
             }
         }
     }
 
-    /// How many invites find a free seat, played in order.
-    fn expected_members(&self) -> usize {
+    /// The invites that find a free seat, played in order: who should join.
+    fn seated(&self) -> Vec<&Invite> {
         let mut seats: Vec<(String, i64)> = self.workspaces.clone();
         self.invites
             .iter()
@@ -149,7 +149,7 @@ impl Batch {
                 }
                 _ => false,
             })
-            .count()
+            .collect()
     }
 
     fn name(&self) -> String {
@@ -494,31 +494,75 @@ fn rolled_back(round: &mut Round) -> Option<Finding> {
     })
 }
 
-/// Members with other than one email, described.
-fn miscounted(batch: &Batch, played: &Played) -> (usize, usize, Vec<String>) {
-    let (mut lost, mut twice, mut lines) = (0, 0, Vec::new());
+/// Members without exactly one email that names their workspace, described.
+fn miscounted(batch: &Batch, played: &Played) -> (Tally, Vec<String>) {
+    let (mut tally, mut lines) = (Tally::default(), Vec::new());
     for member in &played.members {
         let workspace = batch.workspace_of(member);
-        match played.emails_to(member) {
+        let (about, other): (Vec<_>, Vec<_>) = played
+            .history
+            .emails_to(member)
+            .partition(|e| e.body.contains(workspace));
+        match about.len() {
             1 => {}
             0 => {
-                lost += 1;
+                tally.lost += 1;
                 lines.push(format!("{member} joined {workspace} and got no email."));
             }
             n => {
-                twice += 1;
+                tally.twice += 1;
                 lines.push(format!("{member} joined {workspace} and got {n} emails."));
             }
         }
+        if !other.is_empty() {
+            tally.wrong += 1;
+            lines.push(format!(
+                "{member} got an email that does not name {workspace}: {:?}",
+                other[0].body
+            ));
+        }
     }
-    (lost, twice, lines)
+    (tally, lines)
 }
 
-fn count_evidence(lost: usize, twice: usize) -> String {
-    match (lost, twice) {
-        (0, n) => format!("{n} sent more than once"),
-        (n, 0) => format!("{n} lost"),
-        (l, t) => format!("{l} lost, {t} sent more than once"),
+/// Invites that should have joined and did not, and members who should not be.
+fn misjoined(batch: &Batch, played: &Played) -> Vec<String> {
+    let seated = batch.seated();
+    let mut lines: Vec<String> = seated
+        .iter()
+        .filter(|i| !played.is_member(&i.email))
+        .map(|i| format!("{} had a seat in {} but did not join.", i.email, i.workspace))
+        .collect();
+    lines.extend(
+        played
+            .members
+            .iter()
+            .filter(|m| !seated.iter().any(|i| &i.email == *m))
+            .map(|m| format!("{m} joined {}, which had no seat for them.", batch.workspace_of(m))),
+    );
+    lines
+}
+
+/// Emails that went wrong in one scenario, counted.
+#[derive(Default)]
+struct Tally {
+    lost: usize,
+    twice: usize,
+    wrong: usize,
+}
+
+impl Tally {
+    fn evidence(&self) -> String {
+        let parts: Vec<String> = [
+            (self.lost, "lost"),
+            (self.twice, "sent more than once"),
+            (self.wrong, "about the wrong thing"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        parts.join(", ")
     }
 }
 
@@ -526,13 +570,20 @@ fn exactly_one(round: &mut Round) -> Option<Finding> {
     if let Some(f) = trouble_finding(round, &round.normal, "played as is") {
         return Some(f);
     }
-    let (lost, twice, details) = miscounted(round.batch, &round.normal);
+    let joined = round.normal.members.len();
+    let misjoined = misjoined(round.batch, &round.normal);
+    let (tally, mut details) = miscounted(round.batch, &round.normal);
+    let evidence = if misjoined.is_empty() {
+        format!("{joined} joined, {}", tally.evidence())
+    } else {
+        format!("{joined} joined, {} expected", round.batch.seated().len())
+    };
+    details.splice(0..0, misjoined);
     if details.is_empty() {
         return None;
     }
-    let joined = round.normal.members.len();
     Some(Finding {
-        evidence: format!("{joined} joined, {}", count_evidence(lost, twice)),
+        evidence,
         scenario: format!("{}, played as is:", round.batch.name()),
         details,
         seed: round.batch.seed,
@@ -540,24 +591,43 @@ fn exactly_one(round: &mut Round) -> Option<Finding> {
     })
 }
 
+/// A fault property cannot hold when the batch it replays did not run, or
+/// made no commit to put a fault on.
+fn unfaultable(round: &Round, points: usize) -> Option<Finding> {
+    if let Some(f) = trouble_finding(round, &round.normal, "played as is") {
+        return Some(f);
+    }
+    (points == 0 && !round.batch.seated().is_empty()).then(|| Finding {
+        evidence: "no invite commit".to_string(),
+        scenario: format!("{}, played as is:", round.batch.name()),
+        details: vec!["no invite committed anything, so there was nothing to replay.".to_string()],
+        seed: round.batch.seed,
+        timeline: None,
+    })
+}
+
 fn crash(round: &mut Round) -> Option<Finding> {
+    if let Some(f) = unfaultable(round, round.crashes.len()) {
+        return Some(f);
+    }
     let batch = round.batch;
-    let at = round.crashes.iter().position(|p| {
-        p.trouble().is_some() || !miscounted(batch, p).2.is_empty()
-    })?;
+    let at = round
+        .crashes
+        .iter()
+        .position(|p| p.trouble().is_some() || !miscounted(batch, p).1.is_empty())?;
     let played = round.crashes.remove(at);
     let fault = played.fault.as_ref().map(Fault::describe).unwrap_or_default();
     if let Some(f) = trouble_finding(round, &played, &fault) {
         return Some(f);
     }
-    let (lost, twice, details) = miscounted(batch, &played);
+    let (tally, details) = miscounted(batch, &played);
     let who = played.faulted();
     let whose = who
         .as_deref()
         .map(|w| format!(" ({w} → {})", batch.workspace_of(w)))
         .unwrap_or_default();
     Some(Finding {
-        evidence: count_evidence(lost, twice),
+        evidence: tally.evidence(),
         scenario: format!("{}, {fault}{whose}, then a restart:", batch.name()),
         details,
         seed: batch.seed,
@@ -566,6 +636,9 @@ fn crash(round: &mut Round) -> Option<Finding> {
 }
 
 fn failing(round: &mut Round) -> Option<Finding> {
+    if let Some(f) = unfaultable(round, round.failures.len()) {
+        return Some(f);
+    }
     let batch = round.batch;
     let told = |p: &Played| -> Option<String> {
         let who = p.faulted()?;

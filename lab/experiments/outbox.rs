@@ -538,7 +538,7 @@ pub fn render(report: &Report) -> String {
     ));
     let ratio = |i: usize| report.rows.get(i).map_or(f64::NAN, |r| r.ratio);
     out.push_str(&format!(
-        "  Read it: {TAKEAWAY} (b is {:.2}× a); a second commit pays for a second fsync (c is {:.2}× a). The commit is the expensive part, not the row.\n",
+        "  Read it: {TAKEAWAY} (b is {:.2}× a); a second commit pays the whole commit again (c is {:.2}× a). The commit, waiting for fsync, is the expensive part, not the row.\n",
         ratio(1),
         ratio(2)
     ));

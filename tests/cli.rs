@@ -1,0 +1,81 @@
+//! Bad input gets a clear message and exit code 2, and `notify` never panics.
+
+mod common;
+
+use common::{notify, notify_in, stderr, stdout};
+
+#[test]
+fn an_unknown_case_lists_the_cases_that_exist() {
+    for bad in ["0", "99", "abc", "-1"] {
+        for command in ["run", "check"] {
+            let out = notify(&[command, "--", bad]);
+            assert_eq!(out.status.code(), Some(2), "{command} {bad}");
+            let err = stderr(&out);
+            assert!(err.contains("there is no case"), "{command} {bad}: {err}");
+            assert!(err.contains("send after commit"), "{command} {bad}: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn outside_the_workshop_it_says_where_to_go() {
+    let away = tempfile::tempdir().unwrap();
+    let out = notify_in(away.path(), &["run", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("inside the workshop's folder"), "{err}");
+    assert!(err.contains(&away.path().display().to_string()), "{err}");
+}
+
+#[test]
+fn it_finds_the_workshop_from_a_folder_inside_it() {
+    let out = notify_in(&common::root().join("cases"), &["run", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("sending 5 invitations"));
+}
+
+#[test]
+fn an_unknown_variant_lists_the_variants() {
+    let out = notify(&["check", "1", "--variant", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("no variant \"nope\""), "{err}");
+    assert!(err.contains("send-after-commit"), "{err}");
+}
+
+#[test]
+fn a_timeout_must_be_a_positive_number_of_seconds() {
+    for bad in ["0", "-3", "abc", "inf"] {
+        let out = notify(&["check", "1", &format!("--timeout={bad}")]);
+        assert_eq!(out.status.code(), Some(2), "--timeout {bad}");
+        assert!(!stderr(&out).is_empty());
+    }
+}
+
+#[test]
+fn an_unknown_experiment_lists_the_experiments() {
+    let out = notify(&["try", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("outbox"), "{}", stderr(&out));
+}
+
+#[test]
+fn help_names_every_command() {
+    let out = notify(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    for command in ["run", "check", "list", "try"] {
+        assert!(text.contains(command), "{text}");
+    }
+    let out = notify(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_case_binary_run_by_hand_says_how_to_use_it() {
+    let exe = env!("CARGO_BIN_EXE_case01");
+    let out = std::process::Command::new(exe).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("notify run 1"));
+}
