@@ -1,0 +1,125 @@
+//! The console blocks in README.md and chapters/ are the program's real
+//! output: each ```console block whose command is `notify ...` is run, and
+//! its output compared with the text, decimals (timings) masked.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+
+struct Block {
+    file: PathBuf,
+    line: usize,
+    args: Vec<String>,
+    expected: String,
+}
+
+fn blocks(file: PathBuf) -> Vec<Block> {
+    let text = fs::read_to_string(&file).unwrap();
+    let mut found = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((n, line)) = lines.next() {
+        if line.trim() != "```console" {
+            continue;
+        }
+        let body: Vec<&str> = lines
+            .by_ref()
+            .map(|(_, l)| l)
+            .take_while(|l| l.trim() != "```")
+            .collect();
+        let Some(command) = body.first().and_then(|l| l.strip_prefix("$ ")) else {
+            continue;
+        };
+        let command = command.strip_prefix("cargo ").unwrap_or(command);
+        let Some(args) = command.strip_prefix("notify ") else {
+            continue;
+        };
+        let mut expected = body[1..].join("\n");
+        expected.push('\n');
+        found.push(Block {
+            file: file.clone(),
+            line: n + 1,
+            args: args.split_whitespace().map(String::from).collect(),
+            expected,
+        });
+    }
+    found
+}
+
+/// Replaces every decimal number (a timing) with `#`.
+fn mask(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+            continue;
+        }
+        let mut number = c.to_string();
+        while let Some(&d) = chars.peek() {
+            if d.is_ascii_digit() || d == '.' {
+                number.push(d);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let decimal = number.trim_end_matches('.').contains('.');
+        if decimal {
+            out.push('#');
+            if number.ends_with('.') {
+                out.push('.');
+            }
+        } else {
+            out.push_str(&number);
+        }
+    }
+    out
+}
+
+fn documents() -> Vec<PathBuf> {
+    let root = common::root();
+    let mut files = vec![root.join("README.md")];
+    let mut chapters: Vec<PathBuf> = fs::read_dir(root.join("chapters"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    chapters.sort();
+    files.extend(chapters);
+    files
+}
+
+#[test]
+fn console_blocks_match_the_real_output() {
+    let all: Vec<Block> = documents().into_iter().flat_map(blocks).collect();
+    assert!(
+        all.iter().any(|b| b.file.ends_with("01-send-after-commit.md")),
+        "chapter 1 shows its console output"
+    );
+    let mut wrong = Vec::new();
+    for block in &all {
+        let args: Vec<&str> = block.args.iter().map(String::as_str).collect();
+        let actual = common::stdout(&common::notify(&args));
+        if mask(&actual) != mask(&block.expected) {
+            wrong.push(format!(
+                "{}:{} `notify {}`\n--- the text says\n{}--- the program prints\n{}",
+                block.file.display(),
+                block.line,
+                args.join(" "),
+                block.expected,
+                actual
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn masking_hides_timings_and_keeps_counts() {
+    assert_eq!(
+        mask("43 case processes in 0.6 s; 535.1 µs, 1.99×"),
+        "43 case processes in # s; # µs, #×"
+    );
+    assert_eq!(mask("emails sent: 5."), "emails sent: 5.");
+}
