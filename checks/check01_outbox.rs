@@ -142,13 +142,15 @@ impl Batch {
         let mut seats: Vec<(String, i64)> = self.workspaces.clone();
         self.invites
             .iter()
-            .filter(|i| match seats.iter_mut().find(|(w, _)| *w == i.workspace) {
-                Some((_, free)) if *free > 0 => {
-                    *free -= 1;
-                    true
-                }
-                _ => false,
-            })
+            .filter(
+                |i| match seats.iter_mut().find(|(w, _)| *w == i.workspace) {
+                    Some((_, free)) if *free > 0 => {
+                        *free -= 1;
+                        true
+                    }
+                    _ => false,
+                },
+            )
             .collect()
     }
 
@@ -202,14 +204,21 @@ impl Played {
     /// An ending no correct case has: a panic, a hang, an unplanned abort.
     fn trouble(&self) -> Option<String> {
         let planned_crash = matches!(self.fault, Some(Fault::CrashAfterCommit { .. }));
-        self.exits.iter().enumerate().find_map(|(i, exit)| match exit {
-            Exit::Finished => None,
-            Exit::Aborted if planned_crash && i == 0 => None,
-            other => {
-                let which = if i == 0 { "the case" } else { "the restarted case" };
-                Some(format!("{which} {}", other.describe()))
-            }
-        })
+        self.exits
+            .iter()
+            .enumerate()
+            .find_map(|(i, exit)| match exit {
+                Exit::Finished => None,
+                Exit::Aborted if planned_crash && i == 0 => None,
+                other => {
+                    let which = if i == 0 {
+                        "the case"
+                    } else {
+                        "the restarted case"
+                    };
+                    Some(format!("{which} {}", other.describe()))
+                }
+            })
     }
 
     fn emails_to(&self, email: &str) -> usize {
@@ -531,14 +540,24 @@ fn misjoined(batch: &Batch, played: &Played) -> Vec<String> {
     let mut lines: Vec<String> = seated
         .iter()
         .filter(|i| !played.is_member(&i.email))
-        .map(|i| format!("{} had a seat in {} but did not join.", i.email, i.workspace))
+        .map(|i| {
+            format!(
+                "{} had a seat in {} but did not join.",
+                i.email, i.workspace
+            )
+        })
         .collect();
     lines.extend(
         played
             .members
             .iter()
             .filter(|m| !seated.iter().any(|i| &i.email == *m))
-            .map(|m| format!("{m} joined {}, which had no seat for them.", batch.workspace_of(m))),
+            .map(|m| {
+                format!(
+                    "{m} joined {}, which had no seat for them.",
+                    batch.workspace_of(m)
+                )
+            }),
     );
     lines
 }
@@ -616,7 +635,11 @@ fn crash(round: &mut Round) -> Option<Finding> {
         .iter()
         .position(|p| p.trouble().is_some() || !miscounted(batch, p).1.is_empty())?;
     let played = round.crashes.remove(at);
-    let fault = played.fault.as_ref().map(Fault::describe).unwrap_or_default();
+    let fault = played
+        .fault
+        .as_ref()
+        .map(Fault::describe)
+        .unwrap_or_default();
     if let Some(f) = trouble_finding(round, &played, &fault) {
         return Some(f);
     }
@@ -654,7 +677,11 @@ fn failing(round: &mut Round) -> Option<Finding> {
         .iter()
         .position(|p| p.trouble().is_some() || told(p).is_some())?;
     let played = round.failures.remove(at);
-    let fault = played.fault.as_ref().map(Fault::describe).unwrap_or_default();
+    let fault = played
+        .fault
+        .as_ref()
+        .map(Fault::describe)
+        .unwrap_or_default();
     if let Some(f) = trouble_finding(round, &played, &fault) {
         return Some(f);
     }

@@ -7,14 +7,15 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use colored::Colorize;
 
-use crate::chapter::{fingerprint, Chapter, CheckOptions, DEFAULT_SEEDS};
+use crate::chapter::{Chapter, CheckOptions, DEFAULT_SEEDS};
 use crate::compile::{build, find_root, Built};
 use crate::experiments::{run_try, Journal};
 use crate::progress::{Progress, Status};
 use crate::report::CheckReport;
 use crate::runner::Case;
 
-const ABOUT: &str = "A workshop lab: notification systems that never lose a message and never send one twice.
+const ABOUT: &str =
+    "A workshop lab: notification systems that never lose a message and never send one twice.
 
 Each chapter has a case you run, fix and check:
   notify run 1      watch the bug happen
@@ -99,7 +100,11 @@ pub fn main(chapters: &[Chapter]) -> i32 {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();
-            return if err.use_stderr() { EXIT_ERROR } else { EXIT_PASS };
+            return if err.use_stderr() {
+                EXIT_ERROR
+            } else {
+                EXIT_PASS
+            };
         }
     };
     match dispatch(cli.command, chapters) {
@@ -148,7 +153,9 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 return Ok(EXIT_ERROR);
             };
             let options = CheckOptions {
-                seeds: seed.map(|s| vec![s]).unwrap_or_else(|| DEFAULT_SEEDS.to_vec()),
+                seeds: seed
+                    .map(|s| vec![s])
+                    .unwrap_or_else(|| DEFAULT_SEEDS.to_vec()),
             };
             let started = Instant::now();
             let checked = (chapter.check)(&case, &options)?;
@@ -207,18 +214,22 @@ fn file_of<'a>(chapter: &'a Chapter, which: &Which) -> Result<&'a str> {
 }
 
 fn variant<'a>(chapter: &'a Chapter, name: &str) -> Result<&'a crate::chapter::Variant> {
-    chapter.variants.iter().find(|v| v.name == name).ok_or_else(|| {
-        let known: Vec<String> = chapter
-            .variants
-            .iter()
-            .map(|v| format!("  {:<22} {}", v.name, v.about))
-            .collect();
-        anyhow::anyhow!(
-            "case {} has no variant {name:?}. Its variants are:\n{}",
-            chapter.number,
-            known.join("\n")
-        )
-    })
+    chapter
+        .variants
+        .iter()
+        .find(|v| v.name == name)
+        .ok_or_else(|| {
+            let known: Vec<String> = chapter
+                .variants
+                .iter()
+                .map(|v| format!("  {:<22} {}", v.name, v.about))
+                .collect();
+            anyhow::anyhow!(
+                "case {} has no variant {name:?}. Its variants are:\n{}",
+                chapter.number,
+                known.join("\n")
+            )
+        })
 }
 
 /// Builds the case; `None` when it does not compile (the errors are printed).
@@ -260,7 +271,10 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: f64) -> Resul
 
 fn list(root: &Path, chapters: &[Chapter]) {
     let progress = Progress::load(root);
-    println!("{}", format!("  #  {:<38} {:<28} status", "chapter", "case file").bold());
+    println!(
+        "{}",
+        format!("  #  {:<38} {:<28} status", "chapter", "case file").bold()
+    );
     let mut next = None;
     for chapter in chapters {
         let status = progress.status(root, chapter);
@@ -281,10 +295,4 @@ fn list(root: &Path, chapters: &[Chapter]) {
         Some(n) => println!("\nnext: notify run {n}"),
         None => println!("\nevery chapter passes."),
     }
-}
-
-/// The fingerprint `notify list` compares a case file with, for `checks/`.
-pub fn shipped_fingerprint(path: &Path) -> Result<u64> {
-    let bytes = std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
-    Ok(fingerprint(&bytes))
 }

@@ -57,29 +57,34 @@ impl Db {
         }));
 
         let (rec, track) = (recorder.clone(), tracker.clone());
-        self.conn.commit_hook(Some(move || {
-            let mut rec = lock(&rec);
-            let mut track = lock(&track);
-            let op = rec.op().unwrap_or("start-up").to_string();
-            let nth = track.counts.entry(op.clone()).or_insert(0);
-            *nth += 1;
-            let nth = *nth;
-            let fail = track.fault == Some(Fault::FailCommit { op: op.clone(), nth });
-            if fail {
-                // The world must know before SQLite rolls back: nothing after
-                // this point is guaranteed to run if the case then crashes.
-                let _ = rec.event(
-                    Kind::CommitFailed,
-                    Some(nth),
-                    &format!("{op} commit {nth} fails, rolled back"),
-                );
-                track.pending = None;
-            } else {
-                track.pending = Some((op, nth));
-            }
-            fail
-        }))
-        .expect("a commit hook can always be installed");
+        self.conn
+            .commit_hook(Some(move || {
+                let mut rec = lock(&rec);
+                let mut track = lock(&track);
+                let op = rec.op().unwrap_or("start-up").to_string();
+                let nth = track.counts.entry(op.clone()).or_insert(0);
+                *nth += 1;
+                let nth = *nth;
+                let fail = track.fault
+                    == Some(Fault::FailCommit {
+                        op: op.clone(),
+                        nth,
+                    });
+                if fail {
+                    // The world must know before SQLite rolls back: nothing after
+                    // this point is guaranteed to run if the case then crashes.
+                    let _ = rec.event(
+                        Kind::CommitFailed,
+                        Some(nth),
+                        &format!("{op} commit {nth} fails, rolled back"),
+                    );
+                    track.pending = None;
+                } else {
+                    track.pending = Some((op, nth));
+                }
+                fail
+            }))
+            .expect("a commit hook can always be installed");
 
         self.conn
             .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {

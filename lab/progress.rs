@@ -77,7 +77,9 @@ impl Progress {
         let bytes =
             std::fs::read(&file).with_context(|| format!("could not read {}", file.display()))?;
         if passed {
-            self.state.passed.insert(chapter.number, fingerprint(&bytes));
+            self.state
+                .passed
+                .insert(chapter.number, fingerprint(&bytes));
         } else {
             self.state.passed.remove(&chapter.number);
         }

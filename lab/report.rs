@@ -43,7 +43,12 @@ impl Verdict {
     }
 
     /// A property that failed in `scenario`.
-    pub fn fail(property: &str, evidence: String, scenario: String, details: Vec<String>) -> Verdict {
+    pub fn fail(
+        property: &str,
+        evidence: String,
+        scenario: String,
+        details: Vec<String>,
+    ) -> Verdict {
         Verdict {
             pass: false,
             scenario: Some(scenario),

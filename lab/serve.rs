@@ -102,7 +102,11 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
     let recorder = Arc::new(Mutex::new(Recorder::open(&plan.dir, plan.process)?));
     record_panics(recorder.clone());
 
-    let start = if plan.process == 1 { "start" } else { "restart" };
+    let start = if plan.process == 1 {
+        "start"
+    } else {
+        "restart"
+    };
     lock(&recorder).event(Kind::Start, None, start)?;
 
     let path = plan.dir.join(APP_DB);

@@ -85,7 +85,11 @@ const KINDS: [(Kind, &str); 9] = [
 
 impl Kind {
     fn name(self) -> &'static str {
-        KINDS.iter().find(|(k, _)| *k == self).map(|(_, n)| *n).unwrap_or("?")
+        KINDS
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
     }
 
     fn parse(name: &str) -> Option<Kind> {
@@ -198,7 +202,11 @@ impl Recorder {
             .context("could not record a delivery in the world")?;
         let subject = self.subject.take();
         self.subject = Some(recipient.to_string());
-        let recorded = self.event(Kind::Send, None, &format!("{channel} to {recipient}: {body}"));
+        let recorded = self.event(
+            Kind::Send,
+            None,
+            &format!("{channel} to {recipient}: {body}"),
+        );
         self.subject = subject;
         recorded
     }

@@ -58,8 +58,14 @@ fn the_shipped_case_fails_the_rollback_and_failing_commit_properties() {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     let send = kinds.iter().position(|k| *k == "send").expect("the email");
-    let failed = kinds.iter().position(|k| *k == "commit_failed").expect("the failed commit");
-    assert!(send < failed, "the email went out before the commit failed: {kinds:?}");
+    let failed = kinds
+        .iter()
+        .position(|k| *k == "commit_failed")
+        .expect("the failed commit");
+    assert!(
+        send < failed,
+        "the email went out before the commit failed: {kinds:?}"
+    );
 }
 
 #[test]
@@ -129,7 +135,11 @@ fn verdicts_are_the_same_on_every_run() {
     for args in [&["1"][..], &["1", "--variant", "send-after-commit"]] {
         let (_, first) = check_json(args);
         let (_, second) = check_json(args);
-        assert_eq!(strip(first), strip(second), "check {args:?} changed its mind");
+        assert_eq!(
+            strip(first),
+            strip(second),
+            "check {args:?} changed its mind"
+        );
     }
 }
 

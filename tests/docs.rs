@@ -94,7 +94,8 @@ fn documents() -> Vec<PathBuf> {
 fn console_blocks_match_the_real_output() {
     let all: Vec<Block> = documents().into_iter().flat_map(blocks).collect();
     assert!(
-        all.iter().any(|b| b.file.ends_with("01-send-after-commit.md")),
+        all.iter()
+            .any(|b| b.file.ends_with("01-send-after-commit.md")),
         "chapter 1 shows its console output"
     );
     let mut wrong = Vec::new();

@@ -106,7 +106,11 @@ fn a_learners_workshop_from_first_run_to_passing() {
     let err = stderr(&out);
     assert!(err.contains("error"), "{err}");
     assert!(err.contains("case 1 does not compile"), "{err}");
-    assert_eq!(fs::read_to_string(shop.case()).unwrap(), broken, "the edit is kept");
+    assert_eq!(
+        fs::read_to_string(shop.case()).unwrap(),
+        broken,
+        "the edit is kept"
+    );
     assert_eq!(shop.status(), "in progress");
     fs::write(shop.case(), &shipped).unwrap();
 
@@ -116,7 +120,11 @@ fn a_learners_workshop_from_first_run_to_passing() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("panicked: the invite gave up"), "{text}");
-    assert!(!stderr(&out).contains("notify' panicked"), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("notify' panicked"),
+        "{}",
+        stderr(&out)
+    );
     fs::write(shop.case(), &shipped).unwrap();
 
     // A case that hangs: every scenario has a timeout, and the hang is named.
@@ -128,7 +136,10 @@ fn a_learners_workshop_from_first_run_to_passing() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("did not finish within 0.5 s"), "{text}");
-    assert!(!text.contains("PASS"), "a case that hangs passes nothing: {text}");
+    assert!(
+        !text.contains("PASS"),
+        "a case that hangs passes nothing: {text}"
+    );
 
     // The reference fix passes, and progress remembers it.
     let solution = fs::read_to_string(shop.dir.path().join("checks/case01/solution.rs")).unwrap();

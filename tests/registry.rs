@@ -19,10 +19,26 @@ fn every_chapter_names_files_that_exist_and_binaries_cargo_builds() {
     let root = common::root();
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     for (i, chapter) in checks::CHAPTERS.iter().enumerate() {
-        assert_eq!(chapter.number as usize, i + 1, "chapters are numbered in order");
-        assert!(root.join(chapter.case_file).is_file(), "{}", chapter.case_file);
-        assert!(root.join(chapter.text_file).is_file(), "{}", chapter.text_file);
-        assert!(declares(&manifest, chapter.bin, chapter.case_file), "{}", chapter.bin);
+        assert_eq!(
+            chapter.number as usize,
+            i + 1,
+            "chapters are numbered in order"
+        );
+        assert!(
+            root.join(chapter.case_file).is_file(),
+            "{}",
+            chapter.case_file
+        );
+        assert!(
+            root.join(chapter.text_file).is_file(),
+            "{}",
+            chapter.text_file
+        );
+        assert!(
+            declares(&manifest, chapter.bin, chapter.case_file),
+            "{}",
+            chapter.bin
+        );
         assert!(
             chapter.variants.iter().any(|v| v.name == "solution"),
             "chapter {} has a reference solution",
@@ -30,7 +46,11 @@ fn every_chapter_names_files_that_exist_and_binaries_cargo_builds() {
         );
         for variant in chapter.variants {
             assert!(root.join(variant.file).is_file(), "{}", variant.file);
-            assert!(declares(&manifest, variant.bin, variant.file), "{}", variant.bin);
+            assert!(
+                declares(&manifest, variant.bin, variant.file),
+                "{}",
+                variant.bin
+            );
         }
     }
 }

@@ -38,7 +38,13 @@ pub fn pattern(report: &serde_json::Value) -> String {
         .as_array()
         .expect("a report has verdicts")
         .iter()
-        .map(|v| if v["pass"].as_bool().unwrap() { "PASS" } else { "FAIL" })
+        .map(|v| {
+            if v["pass"].as_bool().unwrap() {
+                "PASS"
+            } else {
+                "FAIL"
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
