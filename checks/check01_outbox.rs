@@ -188,6 +188,7 @@ impl Batch {
             fixture,
             steps,
             fault,
+            ..Plan::default()
         }
     }
 }
@@ -260,7 +261,7 @@ fn play(case: &Case, batch: &Batch, fault: Option<Fault>) -> Result<Played> {
             process: 2,
             fixture: Vec::new(),
             steps: vec![Step::new("relay")],
-            fault: None,
+            ..Plan::default()
         };
         exits.push(case.start(&restart)?);
     }

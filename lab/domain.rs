@@ -10,3 +10,10 @@ pub struct Invite {
     /// The workspace they join, e.g. `ws_acme`.
     pub workspace: String,
 }
+
+/// Which relay process is running, e.g. `relay-2`: the owner its claims record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worker {
+    /// The relay's name, unique among the processes of a scenario.
+    pub name: String,
+}

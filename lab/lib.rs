@@ -24,7 +24,7 @@ pub mod timeline;
 pub mod world;
 
 pub use db::Db;
-pub use domain::Invite;
+pub use domain::{Invite, Worker};
 pub use provider::Email;
 
 /// The result type of a case's operations: any error, with its context.

@@ -2,8 +2,8 @@
 //! it with a timeout, and say how it ended.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -62,37 +62,62 @@ impl Exit {
 impl Case {
     /// Runs one process of the case on `plan` and waits for it.
     pub fn start(&self, plan: &Plan) -> Result<Exit> {
+        let mut exits = self.start_together(std::slice::from_ref(plan))?;
+        Ok(exits.remove(0))
+    }
+
+    /// Runs one process per plan, all at once (e.g. relays racing on one
+    /// database), and waits for every one. Each plan needs its own `process`
+    /// number; the timeout applies to each process from the common start.
+    pub fn start_together(&self, plans: &[Plan]) -> Result<Vec<Exit>> {
+        let mut children = Vec::new();
+        for plan in plans {
+            children.push(Some(self.spawn(plan)?));
+        }
+        let started = Instant::now();
+        let mut exits: Vec<Option<Exit>> = plans.iter().map(|_| None).collect();
+        while exits.iter().any(Option::is_none) {
+            for (i, slot) in children.iter_mut().enumerate() {
+                let Some(child) = slot else { continue };
+                if let Some(status) = child.try_wait().context("could not wait for the case")? {
+                    exits[i] = Some(classify(status, &plans[i]));
+                    *slot = None;
+                } else if started.elapsed() > self.timeout {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    exits[i] = Some(Exit::TimedOut(self.timeout.as_millis() as u64));
+                    *slot = None;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(exits.into_iter().flatten().collect())
+    }
+
+    fn spawn(&self, plan: &Plan) -> Result<Child> {
         let path = plan.save()?;
-        let stderr_path = plan.dir.join(STDERR_FILE);
+        let stderr_path = stderr_file(plan);
         let stderr = File::create(&stderr_path)
             .with_context(|| format!("could not create {}", stderr_path.display()))?;
-        let mut child = Command::new(&self.exe)
+        Command::new(&self.exe)
             .arg(&path)
             .current_dir(&plan.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
-            .with_context(|| format!("could not start the case binary {}", self.exe.display()))?;
-
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().context("could not wait for the case")? {
-                break status;
-            }
-            if started.elapsed() > self.timeout {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Ok(Exit::TimedOut(self.timeout.as_millis() as u64));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        Ok(classify(status, &plan.dir))
+            .with_context(|| format!("could not start the case binary {}", self.exe.display()))
     }
 }
 
-fn classify(status: ExitStatus, dir: &Path) -> Exit {
-    let stderr = std::fs::read_to_string(dir.join(STDERR_FILE)).unwrap_or_default();
+/// Where process `plan.process` of a scenario writes its standard error.
+fn stderr_file(plan: &Plan) -> PathBuf {
+    plan.dir.join(format!("{}.{}", STDERR_FILE, plan.process))
+}
+
+fn classify(status: ExitStatus, plan: &Plan) -> Exit {
+    let dir = &plan.dir;
+    let stderr = std::fs::read_to_string(stderr_file(plan)).unwrap_or_default();
     let tail = last_lines(&stderr, 6);
     if aborted(&status) {
         return Exit::Aborted;
@@ -102,7 +127,12 @@ fn classify(status: ExitStatus, dir: &Path) -> Exit {
         Some(EXIT_PANIC) => {
             let message = History::read(dir)
                 .ok()
-                .and_then(|h| h.first(Kind::Panic).map(|e| e.text.clone()))
+                .and_then(|h| {
+                    h.events
+                        .iter()
+                        .find(|e| e.kind == Kind::Panic && e.process == plan.process)
+                        .map(|e| e.text.clone())
+                })
                 .unwrap_or(tail);
             Exit::Panicked(message)
         }

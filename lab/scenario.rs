@@ -31,6 +31,23 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// The fault to inject, if any.
     pub fault: Option<Fault>,
+    /// How the providers behave in this process.
+    #[serde(default)]
+    pub provider: ProviderScript,
+    /// Seeds the provider's random latency, so a scenario replays the same.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// How a provider behaves: scripted per scenario.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderScript {
+    /// Real time every send takes, in milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// Extra real time, drawn from the plan's seed, up to this many milliseconds.
+    #[serde(default)]
+    pub jitter_ms: u64,
 }
 
 /// One call of an operation the case exports (`invite`, `relay`, ...).
@@ -66,13 +83,19 @@ impl Step {
     }
 }
 
-/// A fault at the `nth` commit (counting from 1) made while operation `op` runs.
+/// A fault at the `nth` commit or send (counting from 1) made while
+/// operation `op` runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Fault {
     /// The commit succeeds, then the process aborts: no destructor, no flush.
     CrashAfterCommit { op: String, nth: u32 },
     /// SQLite turns the COMMIT into a ROLLBACK and the case sees the error.
     FailCommit { op: String, nth: u32 },
+    /// The provider accepts the send, then the process aborts before the
+    /// caller sees the answer.
+    CrashAfterSend { op: String, nth: u32 },
+    /// The provider accepts the send, but the caller sees a timeout error.
+    TimeoutAfterSend { op: String, nth: u32 },
 }
 
 impl Fault {
@@ -81,6 +104,12 @@ impl Fault {
         match self {
             Fault::CrashAfterCommit { op, nth } => format!("crash after {op} commit {nth}"),
             Fault::FailCommit { op, nth } => format!("{op} commit {nth} fails"),
+            Fault::CrashAfterSend { op, nth } => {
+                format!("crash after the provider accepts {op} send {nth}")
+            }
+            Fault::TimeoutAfterSend { op, nth } => {
+                format!("{op} send {nth} is accepted but times out")
+            }
         }
     }
 }

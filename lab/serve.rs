@@ -9,6 +9,7 @@
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;
@@ -24,6 +25,8 @@ use crate::world::{Kind, Recorder};
 pub const EXIT_LAB_ERROR: i32 = 3;
 /// Exit code of a case process that panicked (Rust's own).
 pub const EXIT_PANIC: i32 = 101;
+/// A step the lab runs itself: moves the simulated clock by its input, in ms.
+pub const ADVANCE: &str = "@advance";
 
 /// One operation a case exports, callable with a JSON input.
 pub trait Op {
@@ -121,9 +124,19 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
         }
     }
     db.watch(recorder.clone(), plan.fault.clone());
-    let email = Email::new(recorder.clone());
+    let email = Email::new(
+        recorder.clone(),
+        plan.provider.clone(),
+        plan.fault.clone(),
+        plan.seed ^ u64::from(plan.process).rotate_left(32),
+    );
 
     for step in &plan.steps {
+        if step.op == ADVANCE {
+            let ms = step.input.as_i64().context("@advance takes milliseconds")?;
+            lock(&recorder).advance(ms)?;
+            continue;
+        }
         let Some((name, op)) = ops.iter().find(|(name, _)| *name == step.op) else {
             let names: Vec<_> = ops.iter().map(|(name, _)| *name).collect();
             bail!(
@@ -137,11 +150,13 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
             rec.enter(Some(name), step.subject.as_deref());
             rec.event(Kind::Call, None, name)?;
         }
+        let started = Instant::now();
         let outcome = op.call(&mut db, &email, &step.input)?;
+        let elapsed = Some(started.elapsed().as_micros() as u64);
         let mut rec = lock(&recorder);
         match outcome {
-            Ok(()) => rec.event(Kind::Return, None, "ok")?,
-            Err(err) => rec.event(Kind::Error, None, &format!("{err:#}"))?,
+            Ok(()) => rec.timed_event(Kind::Return, None, "ok", elapsed)?,
+            Err(err) => rec.timed_event(Kind::Error, None, &format!("{err:#}"), elapsed)?,
         }
         rec.enter(None, None);
     }

@@ -57,6 +57,7 @@ fn describe(e: &Event) -> String {
             None => format!("✉ {}", e.text),
         },
         Kind::Panic => format!("✖ panic: {}", e.text),
+        Kind::Timeout => "answer lost: caller sees a timeout".to_string(),
     }
 }
 

@@ -21,8 +21,17 @@ const WORLD_SCHEMA: &str = "
         process   INTEGER NOT NULL,
         channel   TEXT NOT NULL,
         recipient TEXT NOT NULL,
-        body      TEXT NOT NULL
+        body      TEXT NOT NULL,
+        key       TEXT,
+        outcome   TEXT NOT NULL,
+        at_ms     INTEGER NOT NULL
     );
+    CREATE INDEX IF NOT EXISTS deliveries_by_key ON deliveries (key, at_ms);
+    CREATE TABLE IF NOT EXISTS clock (
+        id  INTEGER PRIMARY KEY CHECK (id = 1),
+        now INTEGER NOT NULL
+    );
+    INSERT OR IGNORE INTO clock (id, now) VALUES (1, 0);
     CREATE TABLE IF NOT EXISTS events (
         seq     INTEGER PRIMARY KEY,
         process INTEGER NOT NULL,
@@ -31,9 +40,13 @@ const WORLD_SCHEMA: &str = "
         op      TEXT,
         nth     INTEGER,
         subject TEXT,
-        text    TEXT NOT NULL
+        text    TEXT NOT NULL,
+        elapsed INTEGER
     );
 ";
+
+/// How long a provider remembers an idempotency key, in simulated time.
+pub const KEY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// Which column of a timeline an event belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -67,11 +80,13 @@ pub enum Kind {
     Crash,
     /// A provider accepted a message.
     Send,
+    /// A provider accepted a message, but its answer never reached the caller.
+    Timeout,
     /// The case panicked.
     Panic,
 }
 
-const KINDS: [(Kind, &str); 9] = [
+const KINDS: [(Kind, &str); 10] = [
     (Kind::Start, "start"),
     (Kind::Call, "call"),
     (Kind::Return, "return"),
@@ -80,6 +95,7 @@ const KINDS: [(Kind, &str); 9] = [
     (Kind::CommitFailed, "commit_failed"),
     (Kind::Crash, "crash"),
     (Kind::Send, "send"),
+    (Kind::Timeout, "timeout"),
     (Kind::Panic, "panic"),
 ];
 
@@ -100,7 +116,7 @@ impl Kind {
     pub fn lane(self) -> Lane {
         match self {
             Kind::Commit | Kind::CommitFailed => Lane::Database,
-            Kind::Send => Lane::Provider,
+            Kind::Send | Kind::Timeout => Lane::Provider,
             _ => Lane::Service,
         }
     }
@@ -119,15 +135,32 @@ pub struct Event {
     /// Who it is about (an email address), when known.
     pub subject: Option<String>,
     pub text: String,
+    /// For returns and errors: the real time the operation took, in µs.
+    pub elapsed_us: Option<u64>,
 }
 
-/// A message a provider accepted: it reached a person and cannot be recalled.
+/// What a provider did with one send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It reached the person: it cannot be recalled.
+    Delivered,
+    /// Its idempotency key was seen within the window: nothing new was sent.
+    Deduplicated,
+}
+
+/// One send a provider accepted.
 #[derive(Clone, Debug, Serialize)]
 pub struct Delivery {
     pub process: u32,
     pub channel: String,
     pub recipient: String,
     pub body: String,
+    /// The idempotency key the caller gave, if any.
+    pub key: Option<String>,
+    pub outcome: Outcome,
+    /// Simulated time of the send, in milliseconds.
+    pub at_ms: i64,
 }
 
 fn open(dir: &Path) -> Result<Connection> {
@@ -173,10 +206,21 @@ impl Recorder {
 
     /// Records an event of the current operation.
     pub fn event(&mut self, kind: Kind, nth: Option<u32>, text: &str) -> Result<()> {
+        self.timed_event(kind, nth, text, None)
+    }
+
+    /// Records an event with the real time the operation took, in microseconds.
+    pub fn timed_event(
+        &mut self,
+        kind: Kind,
+        nth: Option<u32>,
+        text: &str,
+        elapsed_us: Option<u64>,
+    ) -> Result<()> {
         self.conn
             .execute(
-                "INSERT INTO events (process, lane, kind, op, nth, subject, text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO events (process, lane, kind, op, nth, subject, text, elapsed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     self.process,
                     format!("{:?}", kind.lane()).to_lowercase(),
@@ -184,31 +228,94 @@ impl Recorder {
                     self.op,
                     nth,
                     self.subject,
-                    text
+                    text,
+                    elapsed_us.map(|us| us as i64)
                 ],
             )
             .context("could not record an event in the world")?;
         Ok(())
     }
 
-    /// Records that a provider accepted a message, with its event.
-    pub fn delivery(&mut self, channel: &str, recipient: &str, body: &str) -> Result<()> {
+    /// The simulated time now, in milliseconds.
+    pub fn now_ms(&self) -> Result<i64> {
         self.conn
-            .execute(
-                "INSERT INTO deliveries (process, channel, recipient, body)
-                 VALUES (?1, ?2, ?3, ?4)",
-                params![self.process, channel, recipient, body],
-            )
+            .query_row("SELECT now FROM clock", [], |row| row.get(0))
+            .context("could not read the clock from the world")
+    }
+
+    /// Moves the simulated clock forward by `ms` milliseconds.
+    pub fn advance(&mut self, ms: i64) -> Result<()> {
+        self.conn
+            .execute("UPDATE clock SET now = now + ?1", [ms])
+            .context("could not move the world's clock")?;
+        Ok(())
+    }
+
+    /// Records that a provider accepted a message, with its event. A key
+    /// seen within [`KEY_WINDOW_MS`] delivers nothing new; the check and the
+    /// record are one transaction, so racing processes agree.
+    pub fn delivery(
+        &mut self,
+        channel: &str,
+        recipient: &str,
+        body: &str,
+        key: Option<&str>,
+    ) -> Result<Outcome> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .context("could not lock the world to record a delivery")?;
+        let now: i64 = tx.query_row("SELECT now FROM clock", [], |row| row.get(0))?;
+        let seen = match key {
+            Some(key) => tx
+                .query_row(
+                    "SELECT 1 FROM deliveries
+                     WHERE key = ?1 AND channel = ?2 AND outcome = 'delivered' AND at_ms > ?3",
+                    params![key, channel, now - KEY_WINDOW_MS],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_some(),
+            None => false,
+        };
+        let outcome = if seen {
+            Outcome::Deduplicated
+        } else {
+            Outcome::Delivered
+        };
+        tx.execute(
+            "INSERT INTO deliveries (process, channel, recipient, body, key, outcome, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                self.process,
+                channel,
+                recipient,
+                body,
+                key,
+                outcome_name(outcome),
+                now
+            ],
+        )?;
+        tx.commit()
             .context("could not record a delivery in the world")?;
-        let subject = self.subject.take();
-        self.subject = Some(recipient.to_string());
-        let recorded = self.event(
-            Kind::Send,
-            None,
-            &format!("{channel} to {recipient}: {body}"),
-        );
+        let subject = self.subject.replace(recipient.to_string());
+        let text = match outcome {
+            Outcome::Delivered => format!("{channel} to {recipient}: {body}"),
+            Outcome::Deduplicated => format!(
+                "{channel} to {recipient}: repeat of key {}",
+                key.unwrap_or("")
+            ),
+        };
+        let recorded = self.event(Kind::Send, None, &text);
         self.subject = subject;
-        recorded
+        recorded.map(|_| outcome)
+    }
+}
+
+fn outcome_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Delivered => "delivered",
+        Outcome::Deduplicated => "deduplicated",
     }
 }
 
@@ -227,19 +334,32 @@ impl History {
         }
         let conn = open(dir)?;
         let deliveries = conn
-            .prepare("SELECT process, channel, recipient, body FROM deliveries ORDER BY id")?
+            .prepare(
+                "SELECT process, channel, recipient, body, key, outcome, at_ms
+                 FROM deliveries ORDER BY id",
+            )?
             .query_map([], |row| {
+                let outcome: String = row.get(5)?;
                 Ok(Delivery {
                     process: row.get(0)?,
                     channel: row.get(1)?,
                     recipient: row.get(2)?,
                     body: row.get(3)?,
+                    key: row.get(4)?,
+                    outcome: if outcome == "delivered" {
+                        Outcome::Delivered
+                    } else {
+                        Outcome::Deduplicated
+                    },
+                    at_ms: row.get(6)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()
             .context("could not read the deliveries from the world")?;
         let events = conn
-            .prepare("SELECT process, kind, op, nth, subject, text FROM events ORDER BY seq")?
+            .prepare(
+                "SELECT process, kind, op, nth, subject, text, elapsed FROM events ORDER BY seq",
+            )?
             .query_map([], |row| {
                 let kind: String = row.get(1)?;
                 Ok(Event {
@@ -249,6 +369,7 @@ impl History {
                     nth: row.get(3)?,
                     subject: row.get(4)?,
                     text: row.get(5)?,
+                    elapsed_us: row.get::<_, Option<i64>>(6)?.map(|us| us as u64),
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()
@@ -256,9 +377,11 @@ impl History {
         Ok(History { deliveries, events })
     }
 
-    /// The emails that reached people.
+    /// The emails that reached people (a repeat of a known key reaches nobody).
     pub fn emails(&self) -> impl Iterator<Item = &Delivery> {
-        self.deliveries.iter().filter(|d| d.channel == "email")
+        self.deliveries
+            .iter()
+            .filter(|d| d.channel == "email" && d.outcome == Outcome::Delivered)
     }
 
     /// The emails that reached `recipient`.
