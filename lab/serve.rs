@@ -27,6 +27,9 @@ pub const EXIT_LAB_ERROR: i32 = 3;
 pub const EXIT_PANIC: i32 = 101;
 /// A step the lab runs itself: moves the simulated clock by its input, in ms.
 pub const ADVANCE: &str = "@advance";
+/// A step the lab runs itself: waits its input in real milliseconds, e.g. to
+/// start an invite while another process's relay is mid-send.
+pub const SLEEP: &str = "@sleep";
 
 /// One operation a case exports, callable with a JSON input.
 pub trait Op {
@@ -135,6 +138,11 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
         if step.op == ADVANCE {
             let ms = step.input.as_i64().context("@advance takes milliseconds")?;
             lock(&recorder).advance(ms)?;
+            continue;
+        }
+        if step.op == SLEEP {
+            let ms = step.input.as_u64().context("@sleep takes milliseconds")?;
+            std::thread::sleep(std::time::Duration::from_millis(ms));
             continue;
         }
         let Some((name, op)) = ops.iter().find(|(name, _)| *name == step.op) else {
