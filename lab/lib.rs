@@ -9,6 +9,7 @@
 
 pub mod chapter;
 pub mod cli;
+pub mod clock;
 pub mod compile;
 pub mod db;
 pub mod domain;
@@ -23,9 +24,10 @@ pub mod serve;
 pub mod timeline;
 pub mod world;
 
+pub use clock::Clock;
 pub use db::Db;
 pub use domain::{Invite, Worker};
-pub use provider::Email;
+pub use provider::{Email, Provider, Providers, Push, SendError};
 
 /// The result type of a case's operations: any error, with its context.
 pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;

@@ -1,24 +1,65 @@
 //! The outside world's providers, as the case sees them.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use anyhow::{anyhow, Result};
 
 use crate::db::lock;
 use crate::rng::Rng;
 use crate::scenario::{Fault, ProviderScript};
-use crate::world::{Kind, Recorder};
+use crate::world::{Kind, Outcome, Recorder};
 
-/// The email provider. What it accepts reaches a person at once and is
-/// recorded in the world, outside the service's database: no rollback can
-/// recall it.
+/// Why a send did not go through.
+#[derive(Debug)]
+pub enum SendError {
+    /// The provider failed or is down (a 5xx, an outage): nothing was sent,
+    /// and a later retry may work.
+    Unavailable(String),
+    /// The provider refused the message for good (a 4xx, e.g. an address
+    /// that does not exist): retrying cannot help.
+    Rejected(String),
+    /// No answer came in time: the message may or may not have gone out.
+    Timeout(String),
+    /// The lab itself could not record the send (not the case's doing).
+    Lab(anyhow::Error),
+}
+
+impl SendError {
+    /// True when retrying the same message can never succeed.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, SendError::Rejected(_))
+    }
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Unavailable(why) => write!(f, "provider unavailable: {why}"),
+            SendError::Rejected(why) => write!(f, "rejected for good: {why}"),
+            SendError::Timeout(why) => write!(f, "no answer in time: {why}"),
+            SendError::Lab(err) => write!(f, "the lab could not record the send: {err:#}"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+impl From<anyhow::Error> for SendError {
+    fn from(err: anyhow::Error) -> SendError {
+        SendError::Lab(err)
+    }
+}
+
+/// A provider of one channel (email or push). What it delivers reaches a
+/// person at once and is recorded in the world, outside the service's
+/// database: no rollback can recall it.
 ///
-/// Like real email APIs, it honours an idempotency key: a second send with a
-/// key it accepted within the last 24 hours (of the lab's clock) returns `Ok`
-/// and delivers nothing new.
-pub struct Email {
+/// Like real provider APIs, it honours an idempotency key: a second send
+/// with a key it delivered within the last 24 hours (of the lab's clock)
+/// returns `Ok` and delivers nothing new.
+pub struct Provider {
+    channel: &'static str,
     recorder: Arc<Mutex<Recorder>>,
     script: ProviderScript,
     fault: Option<Fault>,
@@ -26,14 +67,21 @@ pub struct Email {
     rng: Mutex<Rng>,
 }
 
-impl Email {
+/// The email provider.
+pub type Email = Provider;
+/// The push provider.
+pub type Push = Provider;
+
+impl Provider {
     pub(crate) fn new(
+        channel: &'static str,
         recorder: Arc<Mutex<Recorder>>,
         script: ProviderScript,
         fault: Option<Fault>,
         seed: u64,
-    ) -> Email {
-        Email {
+    ) -> Provider {
+        Provider {
+            channel,
             recorder,
             script,
             fault,
@@ -42,18 +90,23 @@ impl Email {
         }
     }
 
-    /// Sends `body` to `to`. When this returns `Ok`, the email is out.
-    pub fn send(&self, to: &str, body: &str) -> Result<()> {
+    /// The channel this provider serves: "email" or "push".
+    pub fn channel(&self) -> &str {
+        self.channel
+    }
+
+    /// Sends `body` to `to`. When this returns `Ok`, the message is out.
+    pub fn send(&self, to: &str, body: &str) -> Result<(), SendError> {
         self.deliver(to, body, None)
     }
 
     /// Sends `body` to `to` under an idempotency key: repeating a send with
     /// the same key within 24 hours delivers it only once.
-    pub fn send_with_key(&self, key: &str, to: &str, body: &str) -> Result<()> {
+    pub fn send_with_key(&self, key: &str, to: &str, body: &str) -> Result<(), SendError> {
         self.deliver(to, body, Some(key))
     }
 
-    fn deliver(&self, to: &str, body: &str, key: Option<&str>) -> Result<()> {
+    fn deliver(&self, to: &str, body: &str, key: Option<&str>) -> Result<(), SendError> {
         // The provider's latency is real time, spent outside every lock.
         let jitter = match self.script.jitter_ms {
             0 => 0,
@@ -65,6 +118,9 @@ impl Email {
         }
 
         let mut rec = lock(&self.recorder);
+        if self.script.sim_latency_ms > 0 {
+            rec.advance(self.script.sim_latency_ms)?;
+        }
         let op = rec.op().unwrap_or("start-up").to_string();
         let nth = {
             let mut sends = lock(&self.sends);
@@ -72,7 +128,23 @@ impl Email {
             *n += 1;
             *n
         };
-        rec.delivery("email", to, body, key)?;
+        let refused = self.refusal(&rec, to)?;
+        let outcome = rec.attempt(self.channel, to, body, key, refused)?;
+        match outcome {
+            Outcome::Failed => {
+                return Err(SendError::Unavailable(format!(
+                    "the {} provider answered 503",
+                    self.channel
+                )))
+            }
+            Outcome::Rejected => {
+                return Err(SendError::Rejected(format!(
+                    "the {} provider answered 422: it will not deliver to {to}",
+                    self.channel
+                )))
+            }
+            Outcome::Delivered | Outcome::Deduplicated => {}
+        }
         match &self.fault {
             Some(Fault::CrashAfterSend { op: o, nth: n }) if *o == op && *n == nth => {
                 let _ = rec.event(Kind::Crash, None, "process aborted");
@@ -80,11 +152,53 @@ impl Email {
             }
             Some(Fault::TimeoutAfterSend { op: o, nth: n }) if *o == op && *n == nth => {
                 let _ = rec.event(Kind::Timeout, Some(nth), "the answer is lost");
-                Err(anyhow!(
-                    "the email provider did not answer in time (the email may have gone out)"
-                ))
+                Err(SendError::Timeout(format!(
+                    "the {} provider did not answer (the message may have gone out)",
+                    self.channel
+                )))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Whether the script makes this attempt fail, and how.
+    fn refusal(&self, rec: &Recorder, to: &str) -> anyhow::Result<Option<Outcome>> {
+        let s = &self.script;
+        if s.rejected.iter().any(|r| r == to) {
+            return Ok(Some(Outcome::Rejected));
+        }
+        if s.unreachable.iter().any(|r| r == to) {
+            return Ok(Some(Outcome::Failed));
+        }
+        let now = rec.now_ms()?;
+        if s.outages
+            .iter()
+            .any(|&(from, to)| (from..to).contains(&now))
+        {
+            return Ok(Some(Outcome::Failed));
+        }
+        if let Some((_, n)) = s.flaky.iter().find(|(r, _)| r == to) {
+            if rec.attempts_to(self.channel, to)? < *n {
+                return Ok(Some(Outcome::Failed));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Every channel's provider, for code that sends on whichever channel a row names.
+pub struct Providers {
+    pub email: Email,
+    pub push: Push,
+}
+
+impl Providers {
+    /// The provider for `channel` ("email" or "push").
+    pub fn channel(&self, channel: &str) -> anyhow::Result<&Provider> {
+        match channel {
+            "email" => Ok(&self.email),
+            "push" => Ok(&self.push),
+            other => anyhow::bail!("no provider serves the channel {other:?}"),
         }
     }
 }

@@ -31,15 +31,19 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// The fault to inject, if any.
     pub fault: Option<Fault>,
-    /// How the providers behave in this process.
+    /// How the email provider behaves in this process.
     #[serde(default)]
     pub provider: ProviderScript,
+    /// How the push provider behaves in this process.
+    #[serde(default)]
+    pub push: ProviderScript,
     /// Seeds the provider's random latency, so a scenario replays the same.
     #[serde(default)]
     pub seed: u64,
 }
 
-/// How a provider behaves: scripted per scenario.
+/// How a provider behaves: scripted per scenario. Attempts are counted in
+/// the world, so a script holds across restarts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderScript {
     /// Real time every send takes, in milliseconds.
@@ -48,6 +52,21 @@ pub struct ProviderScript {
     /// Extra real time, drawn from the plan's seed, up to this many milliseconds.
     #[serde(default)]
     pub jitter_ms: u64,
+    /// Simulated time every send takes: the provider moves the clock on by it.
+    #[serde(default)]
+    pub sim_latency_ms: i64,
+    /// (recipient, n): the first n attempts to this recipient fail, then it works.
+    #[serde(default)]
+    pub flaky: Vec<(String, u32)>,
+    /// Recipients whose every attempt fails (the provider answers 5xx).
+    #[serde(default)]
+    pub unreachable: Vec<String>,
+    /// Recipients the provider refuses for good (a 4xx): retrying cannot help.
+    #[serde(default)]
+    pub rejected: Vec<String>,
+    /// Simulated-time windows `[from, to)` in ms during which every send fails.
+    #[serde(default)]
+    pub outages: Vec<(i64, i64)>,
 }
 
 /// One call of an operation the case exports (`invite`, `relay`, ...).

@@ -11,13 +11,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+
+use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::clock::Clock;
 use crate::db::{lock, Db};
-use crate::provider::Email;
-use crate::scenario::{Plan, APP_DB};
+use crate::provider::{Email, Provider, Providers};
+use crate::scenario::{Plan, ProviderScript, Step, APP_DB};
 use crate::world::{Kind, Recorder};
 
 /// Exit code of a case process whose plan could not be carried out (the lab's
@@ -30,45 +35,128 @@ pub const ADVANCE: &str = "@advance";
 /// A step the lab runs itself: waits its input in real milliseconds, e.g. to
 /// start an invite while another process's relay is mid-send.
 pub const SLEEP: &str = "@sleep";
+/// A step the lab runs itself: a [`Schedule`] of operations over simulated time.
+pub const RUN: &str = "@run";
+
+/// What a case's operations get to work with, for the life of one process.
+pub struct Services {
+    /// The service's database.
+    pub db: Db,
+    /// The email and push providers.
+    pub providers: Providers,
+    /// The simulated clock.
+    pub clock: Clock,
+    /// State an operation keeps between calls (e.g. a circuit breaker), by type.
+    state: HashMap<TypeId, Box<dyn Any>>,
+}
 
 /// One operation a case exports, callable with a JSON input.
 pub trait Op {
     /// Calls the operation. The outer error is the lab's (bad input), the
     /// inner one is what the case returned.
-    fn call(&self, db: &mut Db, email: &Email, input: &Value) -> Result<Result<()>>;
+    fn call(&self, services: &mut Services, input: &Value) -> Result<Result<()>>;
 }
 
 /// Adapts a plain function to [`Op`]; `A` tells the signatures apart.
 pub struct Adapter<F, A>(F, PhantomData<A>);
 
+/// Marks `fn(&mut Db, &Email, &T)`: an operation with an input.
+pub struct WithInput<T>(PhantomData<T>);
+/// Marks `fn(&mut Db, &Providers, &Clock)`: a dispatcher's tick.
+pub struct Tick;
+/// Marks `fn(&mut Db, &Providers, &Clock, &mut S)`: a tick that keeps state.
+pub struct Keeping<S>(PhantomData<S>);
+
+fn input<T: DeserializeOwned>(input: &Value) -> Result<T> {
+    serde_json::from_value(input.clone())
+        .context("the step's input does not fit the operation's argument")
+}
+
 impl<F> Op for Adapter<F, ()>
 where
     F: Fn(&mut Db, &Email) -> Result<()>,
 {
-    fn call(&self, db: &mut Db, email: &Email, _input: &Value) -> Result<Result<()>> {
-        Ok((self.0)(db, email))
+    fn call(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
+        Ok((self.0)(&mut s.db, &s.providers.email))
     }
 }
 
-impl<F, T> Op for Adapter<F, (T,)>
+impl<F, T> Op for Adapter<F, WithInput<T>>
 where
     F: Fn(&mut Db, &Email, &T) -> Result<()>,
     T: DeserializeOwned,
 {
-    fn call(&self, db: &mut Db, email: &Email, input: &Value) -> Result<Result<()>> {
-        let input: T = serde_json::from_value(input.clone())
-            .context("the step's input does not fit the operation's argument")?;
-        Ok((self.0)(db, email, &input))
+    fn call(&self, s: &mut Services, value: &Value) -> Result<Result<()>> {
+        let input: T = input(value)?;
+        Ok((self.0)(&mut s.db, &s.providers.email, &input))
     }
 }
 
-/// Wraps a function `fn(&mut Db, &Email) -> Result<()>` or
-/// `fn(&mut Db, &Email, &Input) -> Result<()>` as an operation.
+impl<F> Op for Adapter<F, Tick>
+where
+    F: Fn(&mut Db, &Providers, &Clock) -> Result<()>,
+{
+    fn call(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
+        Ok((self.0)(&mut s.db, &s.providers, &s.clock))
+    }
+}
+
+impl<F, S> Op for Adapter<F, Keeping<S>>
+where
+    F: Fn(&mut Db, &Providers, &Clock, &mut S) -> Result<()>,
+    S: Default + 'static,
+{
+    fn call(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
+        let mut state = s
+            .state
+            .remove(&TypeId::of::<S>())
+            .and_then(|b| b.downcast::<S>().ok())
+            .unwrap_or_default();
+        let outcome = (self.0)(&mut s.db, &s.providers, &s.clock, &mut state);
+        s.state.insert(TypeId::of::<S>(), state);
+        Ok(outcome)
+    }
+}
+
+/// Wraps a plain function as an operation. The signatures it takes:
+/// `fn(&mut Db, &Email)`, `fn(&mut Db, &Email, &Input)`,
+/// `fn(&mut Db, &Providers, &Clock)` and
+/// `fn(&mut Db, &Providers, &Clock, &mut State)` where `State: Default`
+/// lives as long as the process; each returns `lab::Result<()>`.
 pub fn op<F, A>(f: F) -> Box<dyn Op>
 where
     Adapter<F, A>: Op + 'static,
 {
     Box::new(Adapter(f, PhantomData))
+}
+
+/// The input of the built-in step [`RUN`]: call operations on a schedule of
+/// simulated time, as a long-running service would, until a time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Stop when the clock reaches this time, in ms since the scenario began.
+    pub until_ms: i64,
+    /// The operations and how often each runs.
+    pub jobs: Vec<Job>,
+}
+
+/// One operation of a [`Schedule`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Job {
+    pub op: String,
+    /// Runs every this many simulated milliseconds, first at once.
+    pub every_ms: i64,
+}
+
+impl Schedule {
+    /// A step that runs this schedule.
+    pub fn step(&self) -> Step {
+        Step {
+            op: RUN.to_string(),
+            input: serde_json::to_value(self).expect("a schedule is plain data"),
+            subject: None,
+        }
+    }
 }
 
 /// Makes a case file's `main`: the lab's entry point, scenario in, history out.
@@ -127,48 +215,129 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
         }
     }
     db.watch(recorder.clone(), plan.fault.clone());
-    let email = Email::new(
-        recorder.clone(),
-        plan.provider.clone(),
-        plan.fault.clone(),
-        plan.seed ^ u64::from(plan.process).rotate_left(32),
-    );
+    let seed = plan.seed ^ u64::from(plan.process).rotate_left(32);
+    let provider = |channel, script: &ProviderScript, seed| {
+        Provider::new(
+            channel,
+            recorder.clone(),
+            script.clone(),
+            plan.fault.clone(),
+            seed,
+        )
+    };
+    let mut services = Services {
+        db,
+        providers: Providers {
+            email: provider("email", &plan.provider, seed),
+            push: provider("push", &plan.push, seed.rotate_left(16)),
+        },
+        clock: Clock::new(recorder.clone()),
+        state: HashMap::new(),
+    };
 
     for step in &plan.steps {
-        if step.op == ADVANCE {
-            let ms = step.input.as_i64().context("@advance takes milliseconds")?;
-            lock(&recorder).advance(ms)?;
-            continue;
+        match step.op.as_str() {
+            ADVANCE => {
+                let ms = step.input.as_i64().context("@advance takes milliseconds")?;
+                lock(&recorder).advance(ms)?;
+            }
+            SLEEP => {
+                let ms = step.input.as_u64().context("@sleep takes milliseconds")?;
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            RUN => {
+                let schedule: Schedule = input(&step.input)?;
+                run_schedule(ops, &mut services, &recorder, &schedule)?;
+            }
+            _ => {
+                let op = find(ops, &step.op)?;
+                call(op, &mut services, &recorder, step, true)?;
+            }
         }
-        if step.op == SLEEP {
-            let ms = step.input.as_u64().context("@sleep takes milliseconds")?;
-            std::thread::sleep(std::time::Duration::from_millis(ms));
-            continue;
-        }
-        let Some((name, op)) = ops.iter().find(|(name, _)| *name == step.op) else {
-            let names: Vec<_> = ops.iter().map(|(name, _)| *name).collect();
-            bail!(
-                "the case exports no operation `{}` (it has: {}); keep the `lab::serve!` line as shipped",
-                step.op,
-                names.join(", ")
-            );
-        };
-        {
-            let mut rec = lock(&recorder);
-            rec.enter(Some(name), step.subject.as_deref());
-            rec.event(Kind::Call, None, name)?;
-        }
-        let started = Instant::now();
-        let outcome = op.call(&mut db, &email, &step.input)?;
-        let elapsed = Some(started.elapsed().as_micros() as u64);
-        let mut rec = lock(&recorder);
-        match outcome {
-            Ok(()) => rec.timed_event(Kind::Return, None, "ok", elapsed)?,
-            Err(err) => rec.timed_event(Kind::Error, None, &format!("{err:#}"), elapsed)?,
-        }
-        rec.enter(None, None);
     }
     Ok(())
+}
+
+fn find<'a>(
+    ops: &'a [(&'static str, Box<dyn Op>)],
+    name: &str,
+) -> Result<&'a (&'static str, Box<dyn Op>)> {
+    ops.iter().find(|(n, _)| *n == name).ok_or_else(|| {
+        let names: Vec<_> = ops.iter().map(|(name, _)| *name).collect();
+        anyhow!(
+            "the case exports no operation `{name}` (it has: {}); keep the `lab::serve!` line as shipped",
+            names.join(", ")
+        )
+    })
+}
+
+/// Calls one operation and records its outcome. A scheduled tick (`loud`
+/// false) records only errors, so hours of idle ticks stay out of the story.
+fn call(
+    (name, op): &(&'static str, Box<dyn Op>),
+    services: &mut Services,
+    recorder: &Arc<Mutex<Recorder>>,
+    step: &Step,
+    loud: bool,
+) -> Result<()> {
+    {
+        let mut rec = lock(recorder);
+        rec.enter(Some(name), step.subject.as_deref());
+        if loud {
+            rec.event(Kind::Call, None, name)?;
+        }
+    }
+    let started = Instant::now();
+    let outcome = op.call(services, &step.input)?;
+    let elapsed = Some(started.elapsed().as_micros() as u64);
+    let mut rec = lock(recorder);
+    match outcome {
+        Ok(()) if loud => rec.timed_event(Kind::Return, None, "ok", elapsed)?,
+        Ok(()) => {}
+        Err(err) => rec.timed_event(Kind::Error, None, &format!("{err:#}"), elapsed)?,
+    }
+    rec.enter(None, None);
+    Ok(())
+}
+
+/// Runs each job whenever it is due, moving the clock straight to the next
+/// due time in between: hours of a service's life in milliseconds.
+fn run_schedule(
+    ops: &[(&'static str, Box<dyn Op>)],
+    services: &mut Services,
+    recorder: &Arc<Mutex<Recorder>>,
+    schedule: &Schedule,
+) -> Result<()> {
+    let jobs: Vec<_> = schedule
+        .jobs
+        .iter()
+        .map(|job| {
+            if job.every_ms <= 0 {
+                bail!("a scheduled job runs every so many milliseconds, more than 0");
+            }
+            Ok((find(ops, &job.op)?, Step::new(&job.op), job.every_ms))
+        })
+        .collect::<Result<_>>()?;
+    let mut due: Vec<i64> = vec![lock(recorder).now_ms()?; jobs.len()];
+    loop {
+        let now = lock(recorder).now_ms()?;
+        if now >= schedule.until_ms {
+            return Ok(());
+        }
+        for (i, (op, step, every)) in jobs.iter().enumerate() {
+            if due[i] <= now {
+                call(op, services, recorder, step, false)?;
+                // A slow provider may have moved the clock on meanwhile.
+                due[i] = now + every;
+            }
+        }
+        let now = lock(recorder).now_ms()?;
+        let next = due.iter().copied().min().unwrap_or(schedule.until_ms);
+        let next = next.min(schedule.until_ms);
+        if next > now {
+            lock(recorder).advance(next - now)?;
+        }
+    }
 }
 
 /// Records a panic's message in the world before Rust's own report, so the

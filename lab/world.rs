@@ -147,6 +147,35 @@ pub enum Outcome {
     Delivered,
     /// Its idempotency key was seen within the window: nothing new was sent.
     Deduplicated,
+    /// The provider failed (a 5xx or an outage): nothing was sent; a retry may work.
+    Failed,
+    /// The provider refused it for good (a 4xx): nothing was sent, and a retry cannot help.
+    Rejected,
+}
+
+const OUTCOMES: [(Outcome, &str); 4] = [
+    (Outcome::Delivered, "delivered"),
+    (Outcome::Deduplicated, "deduplicated"),
+    (Outcome::Failed, "failed"),
+    (Outcome::Rejected, "rejected"),
+];
+
+impl Outcome {
+    fn name(self) -> &'static str {
+        OUTCOMES
+            .iter()
+            .find(|(o, _)| *o == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
+    }
+
+    fn parse(name: &str) -> Outcome {
+        OUTCOMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(o, _)| *o)
+            .unwrap_or(Outcome::Failed)
+    }
 }
 
 /// One send a provider accepted.
@@ -251,23 +280,25 @@ impl Recorder {
         Ok(())
     }
 
-    /// Records that a provider accepted a message, with its event. A key
-    /// seen within [`KEY_WINDOW_MS`] delivers nothing new; the check and the
+    /// Records one send attempt and its event. A send the provider took
+    /// (`refused` is `None`) is delivered, unless its key was seen within
+    /// [`KEY_WINDOW_MS`]: then it delivers nothing new. The check and the
     /// record are one transaction, so racing processes agree.
-    pub fn delivery(
+    pub fn attempt(
         &mut self,
         channel: &str,
         recipient: &str,
         body: &str,
         key: Option<&str>,
+        refused: Option<Outcome>,
     ) -> Result<Outcome> {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .context("could not lock the world to record a delivery")?;
+            .context("could not lock the world to record a send")?;
         let now: i64 = tx.query_row("SELECT now FROM clock", [], |row| row.get(0))?;
         let seen = match key {
-            Some(key) => tx
+            Some(key) if refused.is_none() => tx
                 .query_row(
                     "SELECT 1 FROM deliveries
                      WHERE key = ?1 AND channel = ?2 AND outcome = 'delivered' AND at_ms > ?3",
@@ -276,12 +307,12 @@ impl Recorder {
                 )
                 .optional()?
                 .is_some(),
-            None => false,
+            _ => false,
         };
-        let outcome = if seen {
-            Outcome::Deduplicated
-        } else {
-            Outcome::Delivered
+        let outcome = match (refused, seen) {
+            (Some(refused), _) => refused,
+            (None, true) => Outcome::Deduplicated,
+            (None, false) => Outcome::Delivered,
         };
         tx.execute(
             "INSERT INTO deliveries (process, channel, recipient, body, key, outcome, at_ms)
@@ -292,30 +323,37 @@ impl Recorder {
                 recipient,
                 body,
                 key,
-                outcome_name(outcome),
+                outcome.name(),
                 now
             ],
         )?;
         tx.commit()
-            .context("could not record a delivery in the world")?;
+            .context("could not record a send in the world")?;
         let subject = self.subject.replace(recipient.to_string());
         let text = match outcome {
             Outcome::Delivered => format!("{channel} to {recipient}: {body}"),
             Outcome::Deduplicated => format!(
-                "{channel} to {recipient}: repeat of key {}",
+                "{channel} to {recipient}: repeat of key {}, nothing sent",
                 key.unwrap_or("")
             ),
+            Outcome::Failed => format!("{channel} to {recipient}: provider failed"),
+            Outcome::Rejected => format!("{channel} to {recipient}: rejected for good"),
         };
         let recorded = self.event(Kind::Send, None, &text);
         self.subject = subject;
         recorded.map(|_| outcome)
     }
-}
 
-fn outcome_name(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Delivered => "delivered",
-        Outcome::Deduplicated => "deduplicated",
+    /// How many sends to `recipient` on `channel` the provider has seen, in
+    /// every process of the scenario.
+    pub fn attempts_to(&self, channel: &str, recipient: &str) -> Result<u32> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM deliveries WHERE channel = ?1 AND recipient = ?2",
+                params![channel, recipient],
+                |row| row.get(0),
+            )
+            .context("could not count the sends in the world")
     }
 }
 
@@ -340,17 +378,14 @@ impl History {
             )?
             .query_map([], |row| {
                 let outcome: String = row.get(5)?;
+                let outcome = Outcome::parse(&outcome);
                 Ok(Delivery {
                     process: row.get(0)?,
                     channel: row.get(1)?,
                     recipient: row.get(2)?,
                     body: row.get(3)?,
                     key: row.get(4)?,
-                    outcome: if outcome == "delivered" {
-                        Outcome::Delivered
-                    } else {
-                        Outcome::Deduplicated
-                    },
+                    outcome,
                     at_ms: row.get(6)?,
                 })
             })?
@@ -382,6 +417,17 @@ impl History {
         self.deliveries
             .iter()
             .filter(|d| d.channel == "email" && d.outcome == Outcome::Delivered)
+    }
+
+    /// Every send attempt on `channel` ("email" or "push"), in order, whatever came of it.
+    pub fn attempts<'a>(&'a self, channel: &'a str) -> impl Iterator<Item = &'a Delivery> {
+        self.deliveries.iter().filter(move |d| d.channel == channel)
+    }
+
+    /// The messages on `channel` that reached people.
+    pub fn delivered<'a>(&'a self, channel: &'a str) -> impl Iterator<Item = &'a Delivery> {
+        self.attempts(channel)
+            .filter(|d| d.outcome == Outcome::Delivered)
     }
 
     /// The emails that reached `recipient`.
