@@ -79,3 +79,18 @@ fn a_case_binary_run_by_hand_says_how_to_use_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("notify run 1"));
 }
+
+#[test]
+fn an_unusable_temp_folder_is_named() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notify"))
+        .args(["run", "1"])
+        .current_dir(common::root())
+        .env("NO_COLOR", "1")
+        .env("TMPDIR", "/nonexistent/notify-tmp")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("/nonexistent/notify-tmp"), "{err}");
+    assert!(err.contains("TMPDIR"), "{err}");
+}
