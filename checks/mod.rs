@@ -5,8 +5,9 @@
 //! fixes the check must catch, as buildable variants of the case.
 
 mod check01_outbox;
+mod check02_idempotency;
 
 use lab::chapter::Chapter;
 
 /// Every chapter, in order.
-pub const CHAPTERS: &[Chapter] = &[check01_outbox::CHAPTER];
+pub const CHAPTERS: &[Chapter] = &[check01_outbox::CHAPTER, check02_idempotency::CHAPTER];

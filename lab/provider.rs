@@ -128,6 +128,20 @@ impl Provider {
             *n += 1;
             *n
         };
+        if self.script.crash_on.iter().any(|r| r == to) {
+            // A poison message: the process dies on it before the provider
+            // gets it, every time, however often it is restarted.
+            let _ = rec.event_about(Kind::Crash, None, to, "process aborted");
+            std::process::abort();
+        }
+        if let Some(Fault::TimeoutBeforeSend { op: o, nth: n }) = &self.fault {
+            if *o == op && *n == nth {
+                // Nothing reached the provider, so the world records no
+                // attempt; the caller cannot tell this from a lost answer.
+                let _ = rec.event_about(Kind::Timeout, Some(nth), to, LOST_REQUEST);
+                return Err(timeout(self.channel));
+            }
+        }
         let refused = self.refusal(&rec, to)?;
         let outcome = rec.attempt(self.channel, to, body, key, refused)?;
         match outcome {
@@ -152,10 +166,7 @@ impl Provider {
             }
             Some(Fault::TimeoutAfterSend { op: o, nth: n }) if *o == op && *n == nth => {
                 let _ = rec.event(Kind::Timeout, Some(nth), "the answer is lost");
-                Err(SendError::Timeout(format!(
-                    "the {} provider did not answer (the message may have gone out)",
-                    self.channel
-                )))
+                Err(timeout(self.channel))
             }
             _ => Ok(()),
         }
@@ -184,6 +195,16 @@ impl Provider {
         }
         Ok(None)
     }
+}
+
+/// The text of the event a request lost on its way records.
+pub const LOST_REQUEST: &str = "the request is lost: nothing reached the provider";
+
+/// The error a caller sees when no answer comes, whether or not the send went out.
+fn timeout(channel: &str) -> SendError {
+    SendError::Timeout(format!(
+        "the {channel} provider did not answer (the message may have gone out)"
+    ))
 }
 
 /// Every channel's provider, for code that sends on whichever channel a row names.

@@ -67,6 +67,10 @@ pub struct ProviderScript {
     /// Simulated-time windows `[from, to)` in ms during which every send fails.
     #[serde(default)]
     pub outages: Vec<(i64, i64)>,
+    /// Recipients whose every send kills the sending process before the
+    /// provider gets it: a poison message, e.g. one the renderer crashes on.
+    #[serde(default)]
+    pub crash_on: Vec<String>,
 }
 
 /// One call of an operation the case exports (`invite`, `relay`, ...).
@@ -115,6 +119,9 @@ pub enum Fault {
     CrashAfterSend { op: String, nth: u32 },
     /// The provider accepts the send, but the caller sees a timeout error.
     TimeoutAfterSend { op: String, nth: u32 },
+    /// The request is lost on its way: the provider never gets it, and the
+    /// caller sees the same timeout error as for [`Fault::TimeoutAfterSend`].
+    TimeoutBeforeSend { op: String, nth: u32 },
 }
 
 impl Fault {
@@ -128,6 +135,9 @@ impl Fault {
             }
             Fault::TimeoutAfterSend { op, nth } => {
                 format!("{op} send {nth} is accepted but times out")
+            }
+            Fault::TimeoutBeforeSend { op, nth } => {
+                format!("{op} send {nth} times out before the provider gets it")
             }
         }
     }

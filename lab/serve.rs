@@ -37,6 +37,10 @@ pub const ADVANCE: &str = "@advance";
 pub const SLEEP: &str = "@sleep";
 /// A step the lab runs itself: a [`Schedule`] of operations over simulated time.
 pub const RUN: &str = "@run";
+/// A step the lab runs itself: waits until the wall clock reaches its input,
+/// in milliseconds since the UNIX epoch, so that processes started together
+/// (e.g. racing relays) begin their next step at the same instant.
+pub const AT: &str = "@at";
 
 /// What a case's operations get to work with, for the life of one process.
 pub struct Services {
@@ -66,6 +70,9 @@ pub struct WithInput<T>(PhantomData<T>);
 pub struct Tick;
 /// Marks `fn(&mut Db, &Providers, &Clock, &mut S)`: a tick that keeps state.
 pub struct Keeping<S>(PhantomData<S>);
+/// Marks `fn(&mut Db, &Providers, &Clock, &T)`: a tick with an input, e.g.
+/// which relay process runs it.
+pub struct TickWith<T>(PhantomData<T>);
 
 fn input<T: DeserializeOwned>(input: &Value) -> Result<T> {
     serde_json::from_value(input.clone())
@@ -118,9 +125,21 @@ where
     }
 }
 
+impl<F, T> Op for Adapter<F, TickWith<T>>
+where
+    F: Fn(&mut Db, &Providers, &Clock, &T) -> Result<()>,
+    T: DeserializeOwned,
+{
+    fn call(&self, s: &mut Services, value: &Value) -> Result<Result<()>> {
+        let input: T = input(value)?;
+        Ok((self.0)(&mut s.db, &s.providers, &s.clock, &input))
+    }
+}
+
 /// Wraps a plain function as an operation. The signatures it takes:
 /// `fn(&mut Db, &Email)`, `fn(&mut Db, &Email, &Input)`,
-/// `fn(&mut Db, &Providers, &Clock)` and
+/// `fn(&mut Db, &Providers, &Clock)`,
+/// `fn(&mut Db, &Providers, &Clock, &Input)` and
 /// `fn(&mut Db, &Providers, &Clock, &mut State)` where `State: Default`
 /// lives as long as the process; each returns `lab::Result<()>`.
 pub fn op<F, A>(f: F) -> Box<dyn Op>
@@ -245,6 +264,13 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
                 let ms = step.input.as_u64().context("@sleep takes milliseconds")?;
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
+            AT => {
+                let at = step
+                    .input
+                    .as_u64()
+                    .context("@at takes milliseconds since the UNIX epoch")?;
+                wait_until(std::time::UNIX_EPOCH + std::time::Duration::from_millis(at));
+            }
             RUN => {
                 let schedule: Schedule = input(&step.input)?;
                 run_schedule(ops, &mut services, &recorder, &schedule)?;
@@ -337,6 +363,20 @@ fn run_schedule(
         if next > now {
             lock(recorder).advance(next - now)?;
         }
+    }
+}
+
+/// Waits until the wall clock reaches `at`: asleep for most of the wait,
+/// then spinning for the last two milliseconds, because a sleeping thread
+/// wakes up to a fraction of a millisecond late, differently in every
+/// process, and processes lined up by [`AT`] should start together.
+fn wait_until(at: std::time::SystemTime) {
+    let spin = std::time::Duration::from_millis(2);
+    if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
+        std::thread::sleep(wait.saturating_sub(spin));
+    }
+    while std::time::SystemTime::now() < at {
+        std::hint::spin_loop();
     }
 }
 

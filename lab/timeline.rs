@@ -57,6 +57,9 @@ fn describe(e: &Event) -> String {
             None => format!("✉ {}", e.text),
         },
         Kind::Panic => format!("✖ panic: {}", e.text),
+        Kind::Timeout if e.text == crate::provider::LOST_REQUEST => {
+            "request lost: caller sees a timeout".to_string()
+        }
         Kind::Timeout => "answer lost: caller sees a timeout".to_string(),
     }
 }

@@ -238,6 +238,21 @@ impl Recorder {
         self.timed_event(kind, nth, text, None)
     }
 
+    /// Records an event of the current operation about `subject` (an email
+    /// address) rather than the step's own subject.
+    pub fn event_about(
+        &mut self,
+        kind: Kind,
+        nth: Option<u32>,
+        subject: &str,
+        text: &str,
+    ) -> Result<()> {
+        let step = self.subject.replace(subject.to_string());
+        let recorded = self.event(kind, nth, text);
+        self.subject = step;
+        recorded
+    }
+
     /// Records an event with the real time the operation took, in microseconds.
     pub fn timed_event(
         &mut self,

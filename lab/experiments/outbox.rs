@@ -32,6 +32,10 @@ pub const TIME_BUDGET: Duration = Duration::from_secs(8);
 /// the file, the page cache and SQLite's statement parsing are warm.
 pub const WARM_UP_ROUNDS: usize = 50;
 
+/// Warm-up stops early after this long, so a slow disk (a rollback journal
+/// can take milliseconds a commit) leaves most of the budget for measuring.
+pub const WARM_UP_BUDGET: Duration = Duration::from_secs(1);
+
 /// Size of the floor row's write: one page, as SQLite writes them.
 const FLOOR_BLOCK_BYTES: usize = 4096;
 
@@ -398,7 +402,7 @@ pub struct Report {
     pub iterations_requested: usize,
     /// Whether the time budget ended the run early.
     pub stopped_on_time_budget: bool,
-    /// Rounds run and discarded before measuring.
+    /// Rounds run and discarded before measuring (fewer than [`WARM_UP_ROUNDS`] on a slow disk).
     pub warm_up_rounds: usize,
     /// Wall time of the whole run, setup and warm-up included, in seconds.
     pub elapsed_s: f64,
@@ -419,10 +423,13 @@ pub fn measure(opts: &Options) -> Result<Report> {
     let mut progress = Progress::new(opts.progress, opts.iterations);
 
     progress.show("warming up");
-    for _ in 0..WARM_UP_ROUNDS {
+    let warm_up_started = Instant::now();
+    let mut warm_up_rounds = 0;
+    while warm_up_rounds < WARM_UP_ROUNDS && warm_up_started.elapsed() < WARM_UP_BUDGET {
         for variant in Variant::ALL {
             bench.run(variant)?;
         }
+        warm_up_rounds += 1;
     }
 
     let mut samples: [Vec<Duration>; 4] =
@@ -471,7 +478,7 @@ pub fn measure(opts: &Options) -> Result<Report> {
         iterations: done,
         iterations_requested: opts.iterations,
         stopped_on_time_budget,
-        warm_up_rounds: WARM_UP_ROUNDS,
+        warm_up_rounds,
         elapsed_s: round(started.elapsed().as_secs_f64(), 2),
         rows,
     })
@@ -504,12 +511,12 @@ pub fn render(report: &Report) -> String {
         .dimmed()
     ));
     out.push_str(&format!(
-        "  {:<width$} {:>11} {:>11} {:>8}\n",
+        "  {:<width$} {:>12} {:>12} {:>8}\n",
         "one payment", "per payment", "p99", "vs a"
     ));
     for (letter, row) in ('a'..).zip(&report.rows) {
         out.push_str(&format!(
-            "  {letter}  {:<w$} {:>8.1} µs {:>8.1} µs {:>7.2}×\n",
+            "  {letter}  {:<w$} {:>9.1} µs {:>9.1} µs {:>7.2}×\n",
             row.label,
             row.median_us,
             row.p99_us,

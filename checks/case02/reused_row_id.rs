@@ -1,0 +1,67 @@
+//! Case 02, wrong fix: keys from row ids that come back.
+//!
+//! The relay keys each send `outbox/<row id>`, like the reference solution,
+//! but deletes a row once it is sent instead of marking it. A table whose
+//! `INTEGER PRIMARY KEY` has no `AUTOINCREMENT` hands the largest id out
+//! again once its row is gone, so the next invitation gets the id, and the
+//! key, of one the provider delivered minutes ago, and is dropped as a
+//! repeat. A key must be unique for as long as the provider remembers it.
+//! `notify check 2` must fail it: new members are never told.
+
+use lab::{Db, Email, Invite, Result};
+
+/// The service's tables. A plan with no seat left cannot take another member.
+pub const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS workspaces (
+        id         TEXT PRIMARY KEY,
+        free_seats INTEGER NOT NULL CHECK (free_seats >= 0)
+    );
+    CREATE TABLE IF NOT EXISTS memberships (
+        email     TEXT NOT NULL,
+        workspace TEXT NOT NULL REFERENCES workspaces (id),
+        PRIMARY KEY (email, workspace)
+    );
+    CREATE TABLE IF NOT EXISTS outbox (
+        id        INTEGER PRIMARY KEY,
+        recipient TEXT NOT NULL,
+        body      TEXT NOT NULL,
+        sent      INTEGER NOT NULL DEFAULT 0
+    );
+";
+
+/// Adds the invitee to the workspace, takes a seat on its plan, and queues
+/// the email in the outbox, all in one transaction.
+pub fn invite(db: &mut Db, _email: &Email, invite: &Invite) -> Result<()> {
+    let tx = db.transaction()?;
+    tx.execute(
+        "INSERT INTO memberships (email, workspace) VALUES (?1, ?2)",
+        (&invite.email, &invite.workspace),
+    )?;
+    tx.execute(
+        "INSERT INTO outbox (recipient, body) VALUES (?1, ?2)",
+        (&invite.email, format!("You joined {}", invite.workspace)),
+    )?;
+    tx.execute(
+        "UPDATE workspaces SET free_seats = free_seats - 1 WHERE id = ?1",
+        [&invite.workspace],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Runs after every invite, every minute, and when the service starts: sends
+/// what the outbox holds, oldest first, and removes each row once sent.
+pub fn relay(db: &mut Db, email: &Email) -> Result<()> {
+    let unsent: Vec<(i64, String, String)> = db
+        .prepare("SELECT id, recipient, body FROM outbox ORDER BY id")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, recipient, body) in unsent {
+        email.send_with_key(&format!("outbox/{id}"), &recipient, &body)?;
+        // A sent row is done with: keep the table small.
+        db.execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+    }
+    Ok(())
+}
+
+lab::serve!(schema: SCHEMA, ops: [invite, relay]);

@@ -1,0 +1,248 @@
+//! Chapter 2 end to end: the story `run` tells, and the grading matrix of
+//! `check` over the shipped case, the reference and the catalogued wrong fixes.
+
+mod common;
+
+use common::{check_json, notify, pattern, stdout};
+
+const STORY: &str = "\
+sending 5 invitations; the process crashes once, right after the provider accepts an email
+  dana@example.com   ws_acme   added, emailed once
+  eli@example.com    ws_acme   added, emailed twice
+    ✖ the provider accepts eli's email, then the process crashes before the relay hears back
+    ↻ five minutes later the service restarts, runs the relay, and carries on
+  fay@example.com    ws_orbit  added, emailed once
+  gus@example.com    ws_acme   added, emailed once
+  dana@example.com   ws_orbit  added, emailed once
+
+emails delivered: 6
+people told more than once: 1
+  eli@example.com got 2 emails about ws_acme.
+";
+
+const SOLVED_STORY: &str = "\
+sending 5 invitations; the process crashes once, right after the provider accepts an email
+  dana@example.com   ws_acme   added, emailed once
+  eli@example.com    ws_acme   added, emailed once
+    ✖ the provider accepts eli's email, then the process crashes before the relay hears back
+    ↻ five minutes later the service restarts, runs the relay, and carries on
+  fay@example.com    ws_orbit  added, emailed once
+  gus@example.com    ws_acme   added, emailed once
+  dana@example.com   ws_orbit  added, emailed once
+
+emails delivered: 5
+repeats the provider recognised by their key: 1
+  eli@example.com (key outbox/2): nothing new delivered.
+people told more than once: 0
+";
+
+#[test]
+fn run_shows_the_email_sent_again_after_a_crash() {
+    let out = notify(&["run", "2"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), STORY);
+}
+
+#[test]
+fn run_after_the_fix_shows_the_provider_dropping_the_repeat() {
+    let out = notify(&["run", "2", "--solution"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), SOLVED_STORY);
+}
+
+/// The kinds of a verdict's timeline events, in order.
+fn kinds(verdict: &serde_json::Value) -> Vec<String> {
+    verdict["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_shipped_case_sends_twice_after_a_crash_and_after_a_timeout() {
+    let (code, report) = check_json(&["2"]);
+    assert_eq!(pattern(&report), "PASS FAIL PASS FAIL");
+    assert_eq!(code, 1);
+    let v = &report["verdicts"];
+    assert_eq!(v[0]["evidence"], "5 joined");
+    assert_eq!(v[1]["evidence"], "5 of 10 crash points send an email twice");
+    assert_eq!(v[2]["evidence"], "10 crash points");
+    assert_eq!(v[3]["evidence"], "5 of 10 timeouts send an email twice");
+
+    let crash = &v[1];
+    let scenario = crash["scenario"].as_str().unwrap();
+    assert!(
+        scenario.contains("crash after the provider accepts relay send 1"),
+        "{scenario}"
+    );
+    assert!(
+        scenario.contains("dana@example.com → ws_acme"),
+        "{scenario}"
+    );
+    assert_eq!(
+        crash["details"][0],
+        "dana@example.com joined ws_acme and got 2 emails."
+    );
+    // The timeline: the email, the crash, the restart, the same email again.
+    let events = kinds(crash);
+    let sends: Vec<usize> = (0..events.len()).filter(|&i| events[i] == "send").collect();
+    let crashed = events.iter().position(|k| k == "crash").expect("the crash");
+    assert_eq!(sends.len(), 2, "{events:?}");
+    assert!(sends[0] < crashed && crashed < sends[1], "{events:?}");
+
+    let timeout = &v[3];
+    assert!(timeout["scenario"]
+        .as_str()
+        .unwrap()
+        .contains("relay send 1 is accepted but times out"));
+    assert!(kinds(timeout).contains(&"timeout".to_string()));
+}
+
+#[test]
+fn the_reference_solution_passes_everything() {
+    let (code, report) = check_json(&["2", "--solution"]);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS");
+    assert_eq!(code, 0);
+    let v = &report["verdicts"];
+    assert_eq!(v[1]["evidence"], "10 crash points");
+    assert_eq!(v[3]["evidence"], "10 timeouts");
+}
+
+#[test]
+fn a_fresh_key_per_attempt_never_matches_a_repeat() {
+    let (_, report) = check_json(&["2", "--variant", "fresh-key"]);
+    assert_eq!(pattern(&report), "PASS FAIL PASS FAIL");
+}
+
+#[test]
+fn marking_before_sending_loses_the_email_in_a_crash() {
+    let (_, report) = check_json(&["2", "--variant", "mark-before-send"]);
+    assert_eq!(pattern(&report), "PASS PASS FAIL FAIL");
+    let lost = &report["verdicts"][2];
+    assert!(lost["scenario"]
+        .as_str()
+        .unwrap()
+        .contains("crash after relay commit 1"));
+    assert_eq!(
+        lost["details"][0],
+        "dana@example.com joined ws_acme and got no email."
+    );
+    // The row was marked, the process died, and the provider never heard of dana.
+    assert!(!kinds(lost).contains(&"send".to_string()));
+    let timeout = report["verdicts"][3]["scenario"].as_str().unwrap();
+    assert!(
+        timeout.contains("times out before the provider gets it"),
+        "{timeout}"
+    );
+}
+
+#[test]
+fn a_key_that_changes_with_the_process_fails_only_after_a_restart() {
+    let (_, report) = check_json(&["2", "--variant", "process-key"]);
+    assert_eq!(pattern(&report), "PASS FAIL PASS PASS");
+}
+
+#[test]
+fn one_key_for_every_row_swallows_the_other_invitations() {
+    let (_, report) = check_json(&["2", "--variant", "shared-key"]);
+    assert_eq!(pattern(&report), "FAIL PASS FAIL FAIL");
+}
+
+#[test]
+fn a_key_per_recipient_drops_the_second_workspace() {
+    let (_, report) = check_json(&["2", "--variant", "recipient-key"]);
+    assert_eq!(pattern(&report), "FAIL PASS FAIL FAIL");
+    assert_eq!(
+        report["verdicts"][0]["details"][0],
+        "dana@example.com joined ws_orbit and got no email."
+    );
+}
+
+#[test]
+fn a_transaction_around_the_send_cannot_hold_it_back() {
+    let (_, report) = check_json(&["2", "--variant", "send-in-transaction"]);
+    assert_eq!(pattern(&report), "PASS FAIL PASS FAIL");
+}
+
+#[test]
+fn a_row_id_that_comes_back_reuses_a_delivered_key() {
+    let (_, report) = check_json(&["2", "--variant", "reused-row-id"]);
+    assert_eq!(pattern(&report), "FAIL PASS FAIL FAIL");
+}
+
+#[test]
+fn a_relay_that_never_marks_sends_everything_again_the_next_day() {
+    let (_, report) = check_json(&["2", "--variant", "never-marks"]);
+    assert_eq!(pattern(&report), "FAIL FAIL PASS FAIL");
+    let details = report["verdicts"][0]["details"].as_array().unwrap();
+    assert_eq!(details.len(), 5, "{details:?}");
+}
+
+#[test]
+fn taking_a_timeout_for_a_delivery_loses_a_lost_request() {
+    let (_, report) = check_json(&["2", "--variant", "timeout-means-sent"]);
+    assert_eq!(pattern(&report), "PASS PASS PASS FAIL");
+    assert_eq!(
+        report["verdicts"][3]["evidence"],
+        "5 of 10 timeouts lose an email"
+    );
+}
+
+#[test]
+fn a_random_batch_replays_from_its_seed() {
+    // A fix must hold beyond the chapter's batch: --seed plays one random
+    // batch beside it, with someone invited to two workspaces.
+    let (_, report) = check_json(&["2", "--solution", "--seed", "7"]);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS");
+    let (_, report) = check_json(&["2", "--seed", "7"]);
+    assert_eq!(pattern(&report), "PASS FAIL PASS FAIL");
+}
+
+/// A report without its timings, which no verdict depends on.
+fn without_timings(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
+            .map(|(k, v)| (k, without_timings(v)))
+            .collect(),
+        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
+        other => other,
+    }
+}
+
+#[test]
+fn verdicts_are_the_same_on_every_run() {
+    for args in [&["2"][..], &["2", "--variant", "process-key"]] {
+        let (_, first) = check_json(args);
+        let (_, second) = check_json(args);
+        assert_eq!(
+            without_timings(first),
+            without_timings(second),
+            "check {args:?} changed its mind"
+        );
+    }
+}
+
+#[test]
+fn the_text_report_has_one_line_per_property_and_a_summary() {
+    let out = notify(&["check", "2"]);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  PASS  ") || l.starts_with("  FAIL  "))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "  PASS  every new member gets exactly one email (5 joined)",
+            "  FAIL  a crash and restart send no email twice (5 of 10 crash points send an email twice)",
+            "  PASS  a crash and restart lose no email (10 crash points)",
+            "  FAIL  a send that times out is delivered exactly once (5 of 10 timeouts send an email twice)",
+        ]
+    );
+    assert!(text.contains("2 of 4 properties hold"), "{text}");
+    assert!(text.contains("✉ dana: You joined ws_acme"), "{text}");
+}
