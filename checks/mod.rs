@@ -6,8 +6,23 @@
 
 mod check01_outbox;
 mod check02_idempotency;
+mod check03_claim;
+mod check04_locks;
+mod check05_retries;
+mod check06_orphans;
+mod check07_breaker;
+mod check08_fallback;
 
 use lab::chapter::Chapter;
 
 /// Every chapter, in order.
-pub const CHAPTERS: &[Chapter] = &[check01_outbox::CHAPTER, check02_idempotency::CHAPTER];
+pub const CHAPTERS: &[Chapter] = &[
+    check01_outbox::CHAPTER,
+    check02_idempotency::CHAPTER,
+    check03_claim::CHAPTER,
+    check04_locks::CHAPTER,
+    check05_retries::CHAPTER,
+    check06_orphans::CHAPTER,
+    check07_breaker::CHAPTER,
+    check08_fallback::CHAPTER,
+];

@@ -1,27 +1,42 @@
-//! The `notify` command line.
+//! The `notify` command line: parsing, and the pieces every command shares
+//! (finding a chapter, building its case). Each command lives in its own
+//! module below `lab/cli/`.
+
+mod ask;
+mod check;
+mod hint;
+mod keys;
+mod list;
+mod read;
+mod reset;
+mod solution;
+mod terminal;
+mod watch;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use colored::Colorize;
 
-use crate::chapter::{Chapter, CheckOptions, DEFAULT_SEEDS};
+use crate::chapter::{Chapter, Variant};
 use crate::compile::{build, find_root, Built};
 use crate::experiments::{run_try, Journal};
-use crate::progress::{Progress, Status};
-use crate::report::CheckReport;
 use crate::runner::Case;
 
 const ABOUT: &str =
     "A workshop lab: notification systems that never lose a message and never send one twice.
 
 Each chapter has a case you run, fix and check:
+  notify read 1     read the chapter
   notify run 1      watch the bug happen
   (edit cases/case01_outbox.rs)
+  notify watch 1    re-check the case every time you save it
   notify check 1    grade the fix under real crashes and failing commits
-  notify try outbox measure what the fix costs";
+  notify try outbox measure what the fix costs
+
+Stuck? `notify hint 1`. Done? `notify solution 1`. `notify list` shows where you stand.";
 
 /// Exit code when every property holds.
 pub const EXIT_PASS: i32 = 0;
@@ -52,7 +67,11 @@ enum Command {
     /// Grades a chapter's case under faults: one PASS/FAIL line per property
     Check {
         /// The chapter's number, e.g. 1
-        chapter: String,
+        #[arg(required_unless_present = "all")]
+        chapter: Option<String>,
+        /// Check every chapter in order and print a summary table
+        #[arg(long, conflicts_with_all = ["chapter", "variant"])]
+        all: bool,
         #[command(flatten)]
         which: Which,
         /// Replay only this random batch (as printed by a failing check)
@@ -65,8 +84,53 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Re-checks a case every time you save it (keys: h hint, r run, q quit)
+    Watch {
+        /// The chapter's number (default: the first one that does not pass)
+        chapter: Option<String>,
+        /// Re-check when you press Enter instead of watching the file
+        /// (for file systems where watching does not work)
+        #[arg(long)]
+        manual: bool,
+        /// Seconds one case process may run before it counts as hung
+        #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+        timeout: f64,
+    },
     /// Lists the chapters and where you stand on each
     List,
+    /// Prints a hint for a chapter's case
+    Hint {
+        /// The chapter's number, e.g. 1
+        chapter: String,
+        /// Also print the second, more detailed hint
+        #[arg(long)]
+        more: bool,
+    },
+    /// Shows the reference solution as a diff against your case file
+    Solution {
+        /// The chapter's number, e.g. 1
+        chapter: String,
+        /// Show it without asking, even if your case does not pass yet
+        #[arg(long, short)]
+        yes: bool,
+    },
+    /// Puts a case back as shipped, after saving your version in .notify/backups/
+    Reset {
+        /// The chapter's number, e.g. 1
+        #[arg(required_unless_present = "all")]
+        chapter: Option<String>,
+        /// Reset every case
+        #[arg(long, conflicts_with = "chapter")]
+        all: bool,
+        /// Reset without asking
+        #[arg(long, short)]
+        yes: bool,
+    },
+    /// Prints a chapter's text (paged when the output is a terminal)
+    Read {
+        /// The chapter's number, e.g. 1
+        chapter: String,
+    },
     /// Runs an experiment that measures what a fix costs, e.g. `notify try outbox`
     Try {
         /// The experiment's name
@@ -81,10 +145,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Prints the script that completes notify's commands in your shell
+    Completions {
+        /// The shell, e.g. bash: `notify completions bash > ~/.local/share/bash-completion/completions/notify`
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Which version of a case to use: the learner's file by default.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone, Default)]
 struct Which {
     /// Use the reference solution instead of your file (for instructors)
     #[arg(long, conflicts_with = "variant")]
@@ -92,6 +161,13 @@ struct Which {
     /// Use a catalogued wrong fix from checks/ instead of your file
     #[arg(long, value_name = "NAME")]
     variant: Option<String>,
+}
+
+impl Which {
+    /// True for the learner's own case file.
+    fn is_learners(&self) -> bool {
+        !self.solution && self.variant.is_none()
+    }
 }
 
 /// Runs `notify` with `chapters` and returns the exit code.
@@ -117,14 +193,18 @@ pub fn main(chapters: &[Chapter]) -> i32 {
 }
 
 fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
-    if let Command::Try {
-        name,
-        iterations,
-        journal,
-        json,
-    } = &command
-    {
-        return run_try(name, *iterations, *journal, *json);
+    match command {
+        Command::Try {
+            name,
+            iterations,
+            journal,
+            json,
+        } => return run_try(&name, iterations, journal, json),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "notify", &mut std::io::stdout());
+            return Ok(EXIT_PASS);
+        }
+        _ => {}
     }
     let cwd = std::env::current_dir().context("could not read the current folder")?;
     let root = find_root(&cwd)?;
@@ -135,61 +215,74 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             timeout,
         } => {
             let chapter = find_chapter(chapters, &chapter)?;
-            let Some(case) = prepare(&root, chapter, &which, timeout)? else {
-                return Ok(EXIT_ERROR);
+            let timeout = timeout_of(timeout)?;
+            let case = match prepare(&root, chapter, &which, timeout)? {
+                Prepared::Ready(case) => case,
+                Prepared::DoesNotCompile(errors) => {
+                    eprint!("{errors}");
+                    eprintln!("{}", does_not_compile(chapter, &which)?);
+                    return Ok(EXIT_ERROR);
+                }
             };
             print!("{}", (chapter.run)(&case)?);
             Ok(EXIT_PASS)
         }
         Command::Check {
             chapter,
+            all,
             which,
             seed,
             timeout,
             json,
         } => {
-            let chapter = find_chapter(chapters, &chapter)?;
-            let Some(case) = prepare(&root, chapter, &which, timeout)? else {
-                return Ok(EXIT_ERROR);
+            let timeout = timeout_of(timeout)?;
+            let options = check::Options {
+                which,
+                seed,
+                timeout,
+                json,
             };
-            let options = CheckOptions {
-                seeds: seed
-                    .map(|s| vec![s])
-                    .unwrap_or_else(|| DEFAULT_SEEDS.to_vec()),
-            };
-            let started = Instant::now();
-            let checked = (chapter.check)(&case, &options)?;
-            let report = CheckReport {
-                chapter: chapter.number,
-                title: chapter.title.to_string(),
-                case: case.name.clone(),
-                file: file_of(chapter, &which)?.to_string(),
-                passed: checked.verdicts.iter().all(|v| v.pass),
-                verdicts: checked.verdicts,
-                processes: checked.processes,
-                seconds: started.elapsed().as_secs_f64(),
-            };
-            if !which.solution && which.variant.is_none() && seed.is_none() {
-                let mut progress = Progress::load(&root);
-                if let Err(err) = progress.record(&root, chapter, report.passed) {
-                    eprintln!("note: progress not saved: {err:#}");
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+            if all {
+                check::all(&root, chapters, &options)
             } else {
-                print!("{}", report.render());
+                let raw = chapter.expect("clap asks for a chapter unless --all");
+                check::one(&root, find_chapter(chapters, &raw)?, &options)
             }
-            Ok(if report.passed { EXIT_PASS } else { EXIT_FAIL })
+        }
+        Command::Watch {
+            chapter,
+            manual,
+            timeout,
+        } => {
+            let chapter = match chapter {
+                Some(raw) => find_chapter(chapters, &raw)?,
+                None => watch::first_to_do(&root, chapters)?,
+            };
+            watch::watch(&root, chapters, chapter, manual, timeout_of(timeout)?)
         }
         Command::List => {
-            list(&root, chapters);
+            list::list(&root, chapters);
             Ok(EXIT_PASS)
         }
-        Command::Try { .. } => unreachable!("handled above"),
+        Command::Hint { chapter, more } => {
+            hint::hint(&root, find_chapter(chapters, &chapter)?, more)
+        }
+        Command::Solution { chapter, yes } => {
+            solution::solution(&root, find_chapter(chapters, &chapter)?, yes)
+        }
+        Command::Reset { chapter, all, yes } => {
+            let picked: Vec<&Chapter> = match chapter {
+                Some(raw) if !all => vec![find_chapter(chapters, &raw)?],
+                _ => chapters.iter().collect(),
+            };
+            reset::reset(&root, &picked, yes)
+        }
+        Command::Read { chapter } => read::read(&root, find_chapter(chapters, &chapter)?),
+        Command::Try { .. } | Command::Completions { .. } => unreachable!("handled above"),
     }
 }
 
+/// The chapter numbered `raw`, or an error listing the chapters that exist.
 fn find_chapter<'a>(chapters: &'a [Chapter], raw: &str) -> Result<&'a Chapter> {
     let wanted = raw.trim().parse::<u32>().ok();
     if let Some(chapter) = chapters.iter().find(|c| Some(c.number) == wanted) {
@@ -205,6 +298,15 @@ fn find_chapter<'a>(chapters: &'a [Chapter], raw: &str) -> Result<&'a Chapter> {
     )
 }
 
+fn timeout_of(seconds: f64) -> Result<Duration> {
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        bail!("--timeout takes a positive number of seconds, e.g. --timeout 5");
+    }
+    Duration::try_from_secs_f64(seconds)
+        .context("--timeout takes a number of seconds a clock can count, e.g. --timeout 5")
+}
+
+/// The source file of the version `which` of `chapter`'s case.
 fn file_of<'a>(chapter: &'a Chapter, which: &Which) -> Result<&'a str> {
     Ok(match (which.solution, &which.variant) {
         (true, _) => variant(chapter, "solution")?.file,
@@ -213,7 +315,8 @@ fn file_of<'a>(chapter: &'a Chapter, which: &Which) -> Result<&'a str> {
     })
 }
 
-fn variant<'a>(chapter: &'a Chapter, name: &str) -> Result<&'a crate::chapter::Variant> {
+/// The variant `name` of `chapter`, or an error listing its variants.
+fn variant<'a>(chapter: &'a Chapter, name: &str) -> Result<&'a Variant> {
     chapter
         .variants
         .iter()
@@ -232,11 +335,15 @@ fn variant<'a>(chapter: &'a Chapter, name: &str) -> Result<&'a crate::chapter::V
         })
 }
 
-/// Builds the case; `None` when it does not compile (the errors are printed).
-fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: f64) -> Result<Option<Case>> {
-    if !(timeout > 0.0 && timeout.is_finite()) {
-        bail!("--timeout takes a positive number of seconds, e.g. --timeout 5");
-    }
+/// What came of building a case.
+enum Prepared {
+    Ready(Case),
+    /// The compiler's errors, to print above [`does_not_compile`].
+    DoesNotCompile(String),
+}
+
+/// Builds the version `which` of `chapter`'s case, and only that binary.
+fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> Result<Prepared> {
     let file = file_of(chapter, which)?;
     let bin = match (which.solution, &which.variant) {
         (true, _) => variant(chapter, "solution")?.bin,
@@ -246,53 +353,34 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: f64) -> Resul
     let path: PathBuf = root.join(file);
     if !path.is_file() {
         bail!(
-            "{} is missing. It is the file case {} is built from; restore it from git (`git checkout -- {file}`).",
+            "{} is missing. It is the file case {} is built from; `notify reset {}` puts back the shipped version.",
             path.display(),
+            chapter.number,
             chapter.number
         );
     }
-    match build(root, bin)? {
-        Built::Ready(exe) => Ok(Some(Case {
+    Ok(match build(root, bin)? {
+        Built::Ready(exe) => Prepared::Ready(Case {
             exe,
             name: bin.to_string(),
-            timeout: Duration::from_secs_f64(timeout),
-        })),
-        Built::DoesNotCompile(errors) => {
-            eprint!("{errors}");
-            eprintln!(
-                "{} case {} does not compile: fix the errors above in {file}",
-                "error:".red().bold(),
-                chapter.number
-            );
-            Ok(None)
-        }
-    }
+            timeout,
+        }),
+        Built::DoesNotCompile(errors) => Prepared::DoesNotCompile(errors),
+    })
 }
 
-fn list(root: &Path, chapters: &[Chapter]) {
-    let progress = Progress::load(root);
-    println!(
-        "{}",
-        format!("  #  {:<38} {:<28} status", "chapter", "case file").bold()
-    );
-    let mut next = None;
-    for chapter in chapters {
-        let status = progress.status(root, chapter);
-        if status != Status::Passing && next.is_none() {
-            next = Some(chapter.number);
-        }
-        let label = match status {
-            Status::NotStarted => status.label().normal(),
-            Status::InProgress => status.label().yellow(),
-            Status::Passing => status.label().green(),
-        };
-        println!(
-            "{:>3}  {:<38} {:<28} {label}",
-            chapter.number, chapter.title, chapter.case_file
-        );
-    }
-    match next {
-        Some(n) => println!("\nnext: notify run {n}"),
-        None => println!("\nevery chapter passes."),
-    }
+/// The line under a case's compiler errors.
+fn does_not_compile(chapter: &Chapter, which: &Which) -> Result<String> {
+    Ok(format!(
+        "{} case {} does not compile: fix the errors above in {}",
+        "error:".red().bold(),
+        chapter.number,
+        file_of(chapter, which)?
+    ))
+}
+
+/// A file kept with `chapter`'s check data, e.g. `checks/case01/hints.md`,
+/// relative to the workshop's root.
+fn data_file(chapter: &Chapter, name: &str) -> String {
+    format!("checks/case{:02}/{name}", chapter.number)
 }

@@ -1,6 +1,7 @@
 //! Progress: which chapters pass, kept in `.notify/state.json` at the
 //! workshop's root. The file is a cache of verdicts: when it is missing or
-//! unreadable the lab starts afresh, and the next check rebuilds it.
+//! unreadable the lab starts afresh, and the next check rebuilds it
+//! (`notify check --all` rebuilds it for every chapter at once).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,17 +44,31 @@ struct State {
 pub struct Progress {
     path: PathBuf,
     state: State,
+    unreadable: bool,
 }
 
 impl Progress {
     /// Reads the progress file; a missing or corrupt one reads as no progress.
     pub fn load(root: &Path) -> Progress {
         let path = root.join(".notify").join("state.json");
-        let state = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default();
-        Progress { path, state }
+        let (state, unreadable) = match std::fs::read_to_string(&path) {
+            Ok(text) => match serde_json::from_str(&text) {
+                Ok(state) => (state, false),
+                Err(_) => (State::default(), true),
+            },
+            Err(_) => (State::default(), false),
+        };
+        Progress {
+            path,
+            state,
+            unreadable,
+        }
+    }
+
+    /// True when the progress file exists but could not be read: the
+    /// verdicts it held are forgotten until the chapters are checked again.
+    pub fn unreadable(&self) -> bool {
+        self.unreadable
     }
 
     /// Where `chapter` stands, from its case file as it is now.
@@ -71,15 +86,27 @@ impl Progress {
         }
     }
 
+    /// The first chapter that does not pass yet, in the workshop's order.
+    pub fn next<'a>(&self, root: &Path, chapters: &'a [Chapter]) -> Option<&'a Chapter> {
+        chapters
+            .iter()
+            .find(|c| self.status(root, c) != Status::Passing)
+    }
+
     /// Remembers the verdict of a check of the learner's case file.
     pub fn record(&mut self, root: &Path, chapter: &Chapter, passed: bool) -> Result<()> {
         let file = root.join(chapter.case_file);
         let bytes =
             std::fs::read(&file).with_context(|| format!("could not read {}", file.display()))?;
+        self.record_version(chapter, fingerprint(&bytes), passed)
+    }
+
+    /// Remembers the verdict of a check of the version of the case file
+    /// whose fingerprint is `hash` (read before it was built, so an edit made
+    /// during the check is not taken for the version that passed).
+    pub fn record_version(&mut self, chapter: &Chapter, hash: u64, passed: bool) -> Result<()> {
         if passed {
-            self.state
-                .passed
-                .insert(chapter.number, fingerprint(&bytes));
+            self.state.passed.insert(chapter.number, hash);
         } else {
             self.state.passed.remove(&chapter.number);
         }

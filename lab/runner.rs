@@ -60,6 +60,17 @@ impl Exit {
 }
 
 impl Case {
+    /// This case with a timeout of at least `patience`. Checks whose
+    /// scenarios run long stretches of simulated time, or wait in real time
+    /// for another process, use it so a busy machine is not taken for a hang;
+    /// a longer `--timeout` still wins.
+    pub fn patient(&self, patience: Duration) -> Case {
+        Case {
+            timeout: self.timeout.max(patience),
+            ..self.clone()
+        }
+    }
+
     /// Runs one process of the case on `plan` and waits for it.
     pub fn start(&self, plan: &Plan) -> Result<Exit> {
         let mut exits = self.start_together(std::slice::from_ref(plan))?;

@@ -71,6 +71,11 @@ pub struct ProviderScript {
     /// provider gets it: a poison message, e.g. one the renderer crashes on.
     #[serde(default)]
     pub crash_on: Vec<String>,
+    /// A send answers no sooner than this simulated time: it blocks, in real
+    /// time, until another process of the scenario moves the clock there (a
+    /// send that hangs for minutes while the rest of the service goes on).
+    #[serde(default)]
+    pub hold_until_ms: Option<i64>,
 }
 
 /// One call of an operation the case exports (`invite`, `relay`, ...).

@@ -3,6 +3,10 @@
 //! Each experiment runs on this machine, with real files and real commits,
 //! so the figures it prints are yours rather than the workshop's.
 
+pub mod backoff;
+pub mod breaker;
+pub mod claim;
+pub mod locks;
 pub mod outbox;
 
 /// The SQLite journal an experiment runs with.
@@ -26,10 +30,28 @@ impl Journal {
 }
 
 /// The experiments `notify try` knows: (name, one-line description).
-pub const EXPERIMENTS: &[(&str, &str)] = &[(
-    "outbox",
-    "what an outbox row costs on a real SQLite commit (chapter 1)",
-)];
+pub const EXPERIMENTS: &[(&str, &str)] = &[
+    (
+        "outbox",
+        "what an outbox row costs on a real SQLite commit (chapter 1)",
+    ),
+    (
+        "claim",
+        "how many rows a second a relay claims, by batch size (chapter 3)",
+    ),
+    (
+        "locks",
+        "how long an invite waits while a relay sends slowly (chapter 4)",
+    ),
+    (
+        "backoff",
+        "attempts through a provider outage, for three retry policies (chapter 5)",
+    ),
+    (
+        "breaker",
+        "sends and backlog through a provider outage, with and without a breaker (chapter 7)",
+    ),
+];
 
 /// Runs experiment `name`, printing to stdout; returns the process exit code.
 ///
@@ -45,6 +67,10 @@ pub fn run_try(
 ) -> anyhow::Result<i32> {
     match name {
         "outbox" => outbox::run(iterations, journal, json),
+        "claim" => claim::run(iterations, journal, json),
+        "locks" => locks::run(iterations, journal, json),
+        "backoff" => backoff::run(json),
+        "breaker" => breaker::run(json),
         _ => {
             eprintln!("There is no experiment called {name:?}. The experiments are:");
             for (name, description) in EXPERIMENTS {

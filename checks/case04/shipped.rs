@@ -1,0 +1,98 @@
+//! Case 04: invitations while the relay talks to a slow provider.
+//!
+//! Invites queue their email in the outbox (chapter 1), every send of a row
+//! carries the row's own idempotency key (chapter 2), and the relay claims
+//! rows before sending them (chapter 3). The relay and the invites run in
+//! separate processes on the same database. `notify run 4` shows what goes
+//! wrong when the provider is slow; chapters/04-hold-locks-briefly.md
+//! explains why.
+
+use std::time::Duration;
+
+use lab::{Clock, Db, Email, Invite, Providers, Result, Worker};
+use rusqlite::TransactionBehavior;
+
+/// The service's tables. An outbox row is PENDING until a relay claims it
+/// (PROCESSING, with the relay's name and the time of the claim), then SENT.
+pub const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS workspaces (
+        id         TEXT PRIMARY KEY,
+        free_seats INTEGER NOT NULL CHECK (free_seats >= 0)
+    );
+    CREATE TABLE IF NOT EXISTS memberships (
+        email     TEXT NOT NULL,
+        workspace TEXT NOT NULL REFERENCES workspaces (id),
+        PRIMARY KEY (email, workspace)
+    );
+    CREATE TABLE IF NOT EXISTS outbox (
+        id         INTEGER PRIMARY KEY,
+        recipient  TEXT NOT NULL,
+        body       TEXT NOT NULL,
+        status     TEXT NOT NULL DEFAULT 'PENDING'
+                   CHECK (status IN ('PENDING', 'PROCESSING', 'SENT')),
+        claimed_by TEXT,
+        claimed_at INTEGER
+    );
+";
+
+/// How long an invite may wait for the database. An invite answers an admin
+/// who clicked a button: past this budget it reports an error rather than
+/// leave them watching a spinner.
+pub const INVITE_BUDGET: Duration = Duration::from_millis(100);
+
+/// The most rows one relay run claims.
+const BATCH: i64 = 50;
+
+/// Adds the invitee to the workspace, takes a seat on its plan, and queues
+/// the email in the outbox, all in one transaction.
+pub fn invite(db: &mut Db, _email: &Email, invite: &Invite) -> Result<()> {
+    db.busy_timeout(INVITE_BUDGET)?;
+    let tx = db.transaction()?;
+    tx.execute(
+        "INSERT INTO memberships (email, workspace) VALUES (?1, ?2)",
+        (&invite.email, &invite.workspace),
+    )?;
+    tx.execute(
+        "INSERT INTO outbox (recipient, body) VALUES (?1, ?2)",
+        (&invite.email, format!("You joined {}", invite.workspace)),
+    )?;
+    tx.execute(
+        "UPDATE workspaces SET free_seats = free_seats - 1 WHERE id = ?1",
+        [&invite.workspace],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Runs in the relay process when it starts and then every few seconds:
+/// claims a batch of pending rows under `worker`'s name, sends each one
+/// under its key, and marks it sent. It is all one transaction, so if
+/// anything fails half-way, every claim rolls back and the rows are PENDING
+/// again; the keys make the repeated sends harmless.
+pub fn relay(db: &mut Db, providers: &Providers, clock: &Clock, worker: &Worker) -> Result<()> {
+    let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut claimed: Vec<(i64, String, String)> = tx
+        .prepare(
+            "UPDATE outbox SET status = 'PROCESSING', claimed_by = ?1, claimed_at = ?2
+             WHERE id IN (SELECT id FROM outbox WHERE status = 'PENDING' ORDER BY id LIMIT ?3)
+             RETURNING id, recipient, body",
+        )?
+        .query_map((&worker.name, clock.now()?, BATCH), |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    // RETURNING gives rows in no promised order: send the oldest first.
+    claimed.sort();
+    for (id, recipient, body) in claimed {
+        let key = format!("outbox/{id}");
+        providers.email.send_with_key(&key, &recipient, &body)?;
+        tx.execute(
+            "UPDATE outbox SET status = 'SENT' WHERE id = ?1 AND claimed_by = ?2",
+            (id, &worker.name),
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+lab::serve!(schema: SCHEMA, ops: [invite, relay]);

@@ -1,0 +1,800 @@
+//! Check 03: two relays, one row, claiming.
+//!
+//! A setup process fills the outbox (120 invitations already queued, plus a
+//! few invites made through the case's own `invite`). Then two to four
+//! relay processes start on the same database file, open it, and begin
+//! their first poll at the same instant, each calling `relay()` a few times.
+//! At that instant another writer holds the database for a few
+//! milliseconds, as an invite would: every relay's first write waits its
+//! turn while reads go on, so reading in one statement and claiming in
+//! another is sure to collide, whatever the machine's speed. The provider's
+//! seeded jitter (a few real milliseconds per send) varies how the relays
+//! interleave after that. Besides the chapter's race of two relays, seeded
+//! random races with other people, more relays and fewer rows each are
+//! played. One more race gives two relays one row and a slow provider, so
+//! that a relay waiting out another one's send stands out from one that only
+//! waits for a commit.
+//!
+//! Judged from what the world saw: how many emails each row's recipient got,
+//! how many times each row reached the provider, and how long each relay
+//! spent in `relay()` beyond its own sends.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+use rusqlite::Connection;
+
+use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::{scenario_dir, Case, Exit};
+use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::serve::AT;
+use lab::world::{Delivery, History, Kind, Outcome};
+use lab::{Invite, Worker};
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 3,
+    title: "two relays, one row: claiming",
+    case_file: "cases/case03_claim.rs",
+    text_file: "chapters/03-two-relays.md",
+    bin: "case03",
+    shipped_hash: 0xb398_f15c_087c_d5e8,
+    variants: &[
+        Variant {
+            name: "solution",
+            bin: "case03-solution",
+            file: "checks/case03/solution.rs",
+            about: "one UPDATE ... RETURNING claims a batch under the relay's name; send only that",
+        },
+        Variant {
+            name: "select-then-update",
+            bin: "case03-select-then-update",
+            file: "checks/case03/select_then_update.rs",
+            about: "reads pending rows, then claims them in a second statement: both relays read them",
+        },
+        Variant {
+            name: "claim-ignores-status",
+            bin: "case03-claim-ignores-status",
+            file: "checks/case03/claim_ignores_status.rs",
+            about: "claims every row not yet sent, including rows another relay is sending",
+        },
+        Variant {
+            name: "send-inside-claim",
+            bin: "case03-send-inside-claim",
+            file: "checks/case03/send_inside_claim.rs",
+            about: "keeps the claim's transaction open across the sends: the other relays wait",
+        },
+        Variant {
+            name: "no-owner",
+            bin: "case03-no-owner",
+            file: "checks/case03/no_owner.rs",
+            about: "claims without an owner, then sends every PROCESSING row, others' too",
+        },
+        Variant {
+            name: "claim-count-ignored",
+            bin: "case03-claim-count-ignored",
+            file: "checks/case03/claim_count_ignored.rs",
+            about: "claims each row with a status check, but sends it even when the claim changed nothing",
+        },
+        Variant {
+            name: "key-only",
+            bin: "case03-key-only",
+            file: "checks/case03/key_only.rs",
+            about: "no claim, chapter 2's key: the provider drops the repeats, the race stays",
+        },
+        Variant {
+            name: "rows-by-relay-number",
+            bin: "case03-rows-by-relay-number",
+            file: "checks/case03/rows_by_relay_number.rs",
+            about: "relay-N takes the rows with id % 2 == N % 2: right for two relays only",
+        },
+    ],
+    run,
+    check,
+};
+
+const DELIVERED_ONCE: &str = "nobody gets the same email twice";
+const EVERY_ROW: &str = "every row is sent";
+const ONE_SEND: &str = "each row goes to the provider once, key or no key";
+const NO_WAIT: &str = "no relay waits on another for long";
+
+/// Real time one send takes in the slow-provider scenario.
+const SLOW_SEND_MS: u64 = 500;
+/// In the slow-provider scenario, the most the relay that finds nothing to
+/// send may spend in `relay()` beyond what the relay that sends the row
+/// spends beyond its send: half a send. Waiting for the other relay's
+/// commits costs both of them the same (the committing relay's own time
+/// includes its commit, however slow the disk); waiting for its send costs
+/// only the waiting one, a whole send.
+const WAIT_BOUND_MS: u64 = SLOW_SEND_MS / 2;
+/// How many times each relay process runs `relay()`, back to back.
+const POLLS: usize = 4;
+/// Time the relay processes get to start before their common first poll.
+const START_MARGIN_MS: u64 = 150;
+/// How long before the relays' first poll the busy writer takes the
+/// database's write lock, and how long after it lets go.
+const BUSY_WRITER_LEAD_MS: u64 = 10;
+const BUSY_WRITER_MS: u64 = 30;
+
+/// One scenario: an outbox full of invitations and the relays that drain it.
+struct Race {
+    /// `None` for the chapter's race and the slow provider.
+    seed: Option<u64>,
+    /// What the scenario is called in a verdict.
+    name: String,
+    relays: u32,
+    /// Rows already queued when the relays start: (recipient, workspace).
+    queued: Vec<(String, String)>,
+    /// Invites the setup process makes through the case, queueing rows too.
+    invites: Vec<Invite>,
+    provider: ProviderScript,
+    /// Seeds the provider's jitter in every process.
+    jitter_seed: u64,
+}
+
+const FIRST: [&str; 30] = [
+    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
+    "milo", "nia", "omar", "pia", "quinn", "rosa", "sam", "tara", "uma", "vic", "wes", "xena",
+    "yara", "zoe", "abe", "bea", "cole", "dina",
+];
+const LAST: [&str; 16] = [
+    "moss", "ito", "park", "silva", "novak", "reyes", "kerr", "lund", "okafor", "haas", "brandt",
+    "diaz", "frost", "grau", "iqbal", "jansen",
+];
+const WORKSPACES: [&str; 5] = ["ws_acme", "ws_orbit", "ws_nova", "ws_delta", "ws_pine"];
+
+/// Every address the races draw from, in a fixed order.
+fn people() -> Vec<String> {
+    LAST.iter()
+        .flat_map(|last| {
+            FIRST
+                .iter()
+                .map(move |first| format!("{first}.{last}@example.com"))
+        })
+        .collect()
+}
+
+impl Race {
+    /// The chapter's race: two relays, 120 invitations queued, 3 more invites.
+    fn chapter() -> Race {
+        let mut people = people();
+        Rng::new(3).shuffle(&mut people);
+        Race::build(None, "the chapter's race".into(), 2, 120, 3, 3, &people, 7)
+    }
+
+    /// A race drawn from `seed`: other people, 2 to 4 relays, about 240
+    /// rows over the number of relays, 1 to 4 ms of jitter per send.
+    fn random(seed: u64) -> Race {
+        let mut rng = Rng::new(seed);
+        let mut people = people();
+        rng.shuffle(&mut people);
+        let relays = rng.between(2, 4) as u32;
+        let share = 240 / u64::from(relays);
+        let rows = rng.between(share * 4 / 5, share * 6 / 5) as usize;
+        let invites = rng.between(1, 4) as usize;
+        let jitter = rng.between(1, 4);
+        let name = format!("random race (seed {seed})");
+        Race::build(
+            Some(seed),
+            name,
+            relays,
+            rows,
+            invites,
+            jitter,
+            &people,
+            seed,
+        )
+    }
+
+    /// Two relays, one row, and a provider that takes half a second a send:
+    /// one relay sends it, the other should find nothing and be done.
+    fn slow_provider() -> Race {
+        let people = people();
+        let name = format!(
+            "a slow provider, {:.1} s a send",
+            SLOW_SEND_MS as f64 / 1000.0
+        );
+        let mut race = Race::build(None, name, 2, 1, 0, 0, &people[100..], 11);
+        race.provider.latency_ms = SLOW_SEND_MS;
+        race
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        seed: Option<u64>,
+        name: String,
+        relays: u32,
+        rows: usize,
+        invites: usize,
+        jitter_ms: u64,
+        people: &[String],
+        jitter_seed: u64,
+    ) -> Race {
+        let workspace = |i: usize| WORKSPACES[(i * 7 + 3) % WORKSPACES.len()].to_string();
+        let queued = people[..rows]
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), workspace(i)))
+            .collect();
+        let invites = people[rows..rows + invites]
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Invite {
+                email: p.clone(),
+                workspace: workspace(rows + i),
+            })
+            .collect();
+        Race {
+            seed,
+            name,
+            relays,
+            queued,
+            invites,
+            provider: ProviderScript {
+                jitter_ms,
+                ..ProviderScript::default()
+            },
+            jitter_seed,
+        }
+    }
+
+    /// Every row the relays must send: (recipient, body).
+    fn rows(&self) -> Vec<(String, String)> {
+        self.queued
+            .iter()
+            .map(|(p, w)| (p.clone(), w.clone()))
+            .chain(
+                self.invites
+                    .iter()
+                    .map(|i| (i.email.clone(), i.workspace.clone())),
+            )
+            .map(|(p, w)| (p, format!("You joined {w}")))
+            .collect()
+    }
+
+    /// The setup process: the workspaces, the members and their queued
+    /// emails as data, then the invites through the case.
+    fn setup(&self, dir: &Path) -> Plan {
+        let seats: Vec<String> = WORKSPACES
+            .iter()
+            .map(|w| format!("('{w}', 1000)"))
+            .collect();
+        // One transaction, one statement a row: a row the case's schema
+        // refuses is named on its own in the error.
+        let mut fixture = vec![
+            "BEGIN".to_string(),
+            format!(
+                "INSERT INTO workspaces (id, free_seats) VALUES {}",
+                seats.join(", ")
+            ),
+        ];
+        for (p, w) in &self.queued {
+            fixture.push(format!(
+                "INSERT INTO memberships (email, workspace) VALUES ('{p}', '{w}')"
+            ));
+            fixture.push(format!(
+                "INSERT INTO outbox (recipient, body) VALUES ('{p}', 'You joined {w}')"
+            ));
+        }
+        fixture.push("COMMIT".to_string());
+        Plan {
+            dir: dir.to_path_buf(),
+            process: 0,
+            fixture,
+            steps: self
+                .invites
+                .iter()
+                .map(|i| Step::with("invite", i, &i.email))
+                .collect(),
+            seed: self.jitter_seed,
+            ..Plan::default()
+        }
+    }
+
+    /// Relay process `n` (1 to `relays`): named `relay-n`, it waits for the
+    /// common start `at` (ms since the UNIX epoch), then polls [`POLLS`] times.
+    fn relay(&self, dir: &Path, n: u32, at: u64) -> Plan {
+        let worker = Worker {
+            name: relay_name(n),
+        };
+        let poll = Step {
+            op: "relay".into(),
+            input: serde_json::to_value(&worker).expect("a worker is plain data"),
+            subject: None,
+        };
+        Plan {
+            dir: dir.to_path_buf(),
+            process: n,
+            steps: std::iter::once(Step {
+                op: AT.into(),
+                input: at.into(),
+                subject: None,
+            })
+            .chain(std::iter::repeat_n(poll, POLLS))
+            .collect(),
+            provider: self.provider.clone(),
+            seed: self.jitter_seed,
+            ..Plan::default()
+        }
+    }
+
+    fn describe(&self) -> String {
+        let rows = self.rows().len();
+        let plural = if rows == 1 { "" } else { "s" };
+        format!("{} ({} relays, {rows} row{plural})", self.name, self.relays)
+    }
+}
+
+fn relay_name(n: u32) -> String {
+    format!("relay-{n}")
+}
+
+/// What one scenario left behind.
+struct Played {
+    /// Who each process was ("the setup", "relay-1", ...) and how it ended.
+    exits: Vec<(String, Exit)>,
+    history: History,
+}
+
+impl Played {
+    /// An ending no correct case has: a panic, a hang, an abort, a lab error.
+    fn trouble(&self) -> Option<String> {
+        self.exits.iter().find_map(|(who, exit)| match exit {
+            Exit::Finished => None,
+            other => Some(format!(
+                "{who} {}",
+                lab::timeline::plain_error(&other.describe())
+            )),
+        })
+    }
+
+    /// Every email the provider took for `recipient`, whatever came of it.
+    fn sends_to<'a>(&'a self, recipient: &'a str) -> impl Iterator<Item = &'a Delivery> {
+        self.history
+            .attempts("email")
+            .filter(move |d| d.recipient == recipient)
+    }
+
+    /// The first error a relay's `relay()` returned, with the relay's name.
+    fn relay_error(&self) -> Option<String> {
+        self.history
+            .events
+            .iter()
+            .find(|e| e.kind == Kind::Error && e.op.as_deref() == Some("relay"))
+            .map(|e| {
+                format!(
+                    "{}'s relay() failed: {}",
+                    relay_name(e.process),
+                    lab::timeline::plain_error(&e.text)
+                )
+            })
+    }
+}
+
+fn play(case: &Case, race: &Race) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let mut exits = vec![(
+        "the setup".to_string(),
+        case.start(&race.setup(dir.path()))?,
+    )];
+    if exits[0].1 == Exit::Finished {
+        // Every relay opens the database, then waits for the same instant:
+        // their first polls race, however long each took to start.
+        let at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+            + START_MARGIN_MS;
+        let plans: Vec<Plan> = (1..=race.relays)
+            .map(|n| race.relay(dir.path(), n, at))
+            .collect();
+        let app_db = dir.path().join(APP_DB);
+        let relays = std::thread::scope(|scope| {
+            scope.spawn(|| busy_writer(&app_db, at));
+            case.start_together(&plans)
+        })?;
+        exits.extend((1..=race.relays).map(relay_name).zip(relays));
+    }
+    let history = History::read(dir.path())?;
+    Ok(Played { exits, history })
+}
+
+/// Another writer, such as an invite, holds the service's database when the
+/// relays wake up, and for [`BUSY_WRITER_MS`] after: every relay's first
+/// write waits its turn, while reads go on. A claim that reads in one
+/// statement and writes in another is then sure to read what another relay
+/// is about to claim; a claim in one statement just waits. The writer
+/// changes nothing and is best-effort: if it cannot get the lock, the race
+/// is played without it.
+fn busy_writer(app_db: &Path, at: u64) {
+    let epoch_ms = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
+    let until = |t: SystemTime| {
+        if let Ok(wait) = t.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait);
+        }
+    };
+    let Ok(conn) = Connection::open(app_db) else {
+        return;
+    };
+    until(epoch_ms(at.saturating_sub(BUSY_WRITER_LEAD_MS)));
+    if conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
+        until(epoch_ms(at + BUSY_WRITER_MS));
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// How one scenario went, row by row.
+struct Tally {
+    rows: usize,
+    /// Rows whose recipient got more than one email: (recipient, senders).
+    twice: Vec<(String, Vec<u32>)>,
+    /// Rows that reached the provider more than once: (recipient, sends, delivered).
+    repeated: Vec<(String, usize, usize)>,
+    /// Rows nobody delivered.
+    unsent: Vec<String>,
+    /// Sends per relay.
+    per_relay: BTreeMap<u32, usize>,
+}
+
+impl Tally {
+    fn of(race: &Race, played: &Played) -> Tally {
+        let mut tally = Tally {
+            rows: 0,
+            twice: Vec::new(),
+            repeated: Vec::new(),
+            unsent: Vec::new(),
+            per_relay: (1..=race.relays).map(|n| (n, 0)).collect(),
+        };
+        for (recipient, _) in race.rows() {
+            tally.rows += 1;
+            let sends: Vec<&Delivery> = played.sends_to(&recipient).collect();
+            let delivered: Vec<&Delivery> = sends
+                .iter()
+                .copied()
+                .filter(|d| d.outcome == Outcome::Delivered)
+                .collect();
+            for d in &sends {
+                *tally.per_relay.entry(d.process).or_insert(0) += 1;
+            }
+            if delivered.is_empty() {
+                tally.unsent.push(recipient.clone());
+            }
+            if delivered.len() > 1 {
+                let mut senders: Vec<u32> = delivered.iter().map(|d| d.process).collect();
+                senders.sort_unstable();
+                tally.twice.push((recipient.clone(), senders));
+            }
+            if sends.len() > 1 {
+                tally
+                    .repeated
+                    .push((recipient.clone(), sends.len(), delivered.len()));
+            }
+        }
+        tally
+    }
+
+    fn delivered(&self, played: &Played) -> usize {
+        played.history.delivered("email").count()
+    }
+}
+
+/// "relay-1 and relay-2", "relay-1, relay-2 and relay-3".
+fn relay_list(processes: &[u32]) -> String {
+    let names: Vec<String> = processes.iter().map(|&p| relay_name(p)).collect();
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The lines naming who got an email more than once, the first few of them.
+fn twice_lines(tally: &Tally, shown: usize) -> Vec<String> {
+    let mut lines: Vec<String> = tally
+        .twice
+        .iter()
+        .take(shown)
+        .map(|(recipient, senders)| {
+            format!(
+                "{recipient} got {} emails, from {}.",
+                senders.len(),
+                relay_list(senders)
+            )
+        })
+        .collect();
+    if tally.twice.len() > shown {
+        lines.push(format!("... and {} more.", tally.twice.len() - shown));
+    }
+    lines
+}
+
+/// `notify run 3`: the chapter's race, once, told as a story.
+fn run(case: &Case) -> Result<String> {
+    let race = Race::chapter();
+    let played = play(case, &race)?;
+    let tally = Tally::of(&race, &played);
+    let rows = race.rows().len();
+    let mut out = format!(
+        "{} relay processes poll one outbox of {rows} invitations\n",
+        race.relays
+    );
+    for (process, sends) in &tally.per_relay {
+        out.push_str(&format!("  {:<9}sent {sends}\n", relay_name(*process)));
+    }
+    out.push_str(&format!(
+        "\nemails delivered: {} for {rows} rows\npeople who got the same email twice: {}\n",
+        tally.delivered(&played),
+        tally.twice.len()
+    ));
+    for line in twice_lines(&tally, 5) {
+        out.push_str(&format!("  {line}\n"));
+    }
+    let dropped: usize = tally.repeated.iter().map(|(_, s, d)| s - d).sum();
+    if dropped > 0 {
+        out.push_str(&format!(
+            "repeats the provider dropped by their key: {dropped}\n"
+        ));
+    }
+    if !tally.unsent.is_empty() {
+        out.push_str(&format!("rows never sent: {}\n", tally.unsent.len()));
+        for r in tally.unsent.iter().take(5) {
+            out.push_str(&format!("  {r} was never told.\n"));
+        }
+    }
+    if let Some(error) = played.relay_error() {
+        out.push_str(&format!("\n{error}\n"));
+    }
+    if let Some(trouble) = played.trouble() {
+        out.push_str(&format!("\n{trouble}\n"));
+    }
+    Ok(out)
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    let races: Vec<Race> = std::iter::once(Race::chapter())
+        .chain(options.seeds.iter().map(|&s| Race::random(s)))
+        .chain(std::iter::once(Race::slow_provider()))
+        .collect();
+    // Every scenario at once: they spend their time in fsyncs and in the
+    // provider's sleeps, not on the processor.
+    let played: Vec<Played> = std::thread::scope(|scope| {
+        let handles: Vec<_> = races
+            .iter()
+            .map(|race| scope.spawn(|| play(case, race)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a scenario thread does not panic"))
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let processes = played.iter().map(|p| p.exits.len()).sum();
+    let rounds: Vec<Round> = races
+        .iter()
+        .zip(&played)
+        .map(|(race, played)| Round {
+            race,
+            played,
+            tally: Tally::of(race, played),
+        })
+        .collect();
+    let races = rounds.len();
+    let rows: usize = rounds.iter().map(|r| r.tally.rows).sum();
+    let slow = rounds.last().expect("the slow provider is played");
+    let verdicts = vec![
+        judge(
+            DELIVERED_ONCE,
+            format!("{races} races, {rows} rows"),
+            smallest(&rounds, twice),
+        ),
+        judge(
+            EVERY_ROW,
+            format!("{rows} of {rows} sent"),
+            smallest(&rounds, unsent),
+        ),
+        judge(
+            ONE_SEND,
+            format!("{rows} sends for {rows} rows"),
+            smallest(&rounds, repeated),
+        ),
+        judge(
+            NO_WAIT,
+            format!(
+                "a {:.1} s send, nobody waited it out",
+                SLOW_SEND_MS as f64 / 1000.0
+            ),
+            waited(slow),
+        ),
+    ];
+    Ok(Checked {
+        verdicts,
+        processes,
+    })
+}
+
+/// One race as played, with its tally.
+struct Round<'a> {
+    race: &'a Race,
+    played: &'a Played,
+    tally: Tally,
+}
+
+/// The first failure of a property.
+struct Finding {
+    evidence: String,
+    scenario: String,
+    details: Vec<String>,
+    seed: Option<u64>,
+}
+
+/// The finding of the smallest race (fewest rows, then fewest relays, then
+/// the first played) in which `find` finds one. A race whose processes did
+/// not finish counts for every property. The evidence of a race-count
+/// finding says in how many races it was found.
+fn smallest(rounds: &[Round], find: fn(&Round) -> Option<Finding>) -> Option<Finding> {
+    let mut found: Vec<(usize, u32, Finding)> = rounds
+        .iter()
+        .filter_map(|r| {
+            trouble_finding(r)
+                .or_else(|| find(r))
+                .map(|f| (r.tally.rows, r.race.relays, f))
+        })
+        .collect();
+    let count = found.len();
+    found.sort_by_key(|(rows, relays, _)| (*rows, *relays));
+    let mut finding = found.into_iter().next()?.2;
+    finding.evidence = finding
+        .evidence
+        .replace("{races}", &format!("{count} of {} races", rounds.len()));
+    Some(finding)
+}
+
+fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
+    let Some(f) = finding else {
+        return Verdict::pass(property, pass_evidence);
+    };
+    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
+    verdict.seed = f.seed;
+    verdict
+}
+
+fn trouble_finding(round: &Round) -> Option<Finding> {
+    round.played.trouble().map(|trouble| Finding {
+        evidence: "the case did not finish".to_string(),
+        scenario: format!("{}: {trouble}", round.race.describe()),
+        details: round.played.relay_error().into_iter().collect(),
+        seed: round.race.seed,
+    })
+}
+
+fn twice(round: &Round) -> Option<Finding> {
+    let tally = &round.tally;
+    (!tally.twice.is_empty()).then(|| Finding {
+        evidence: "delivered twice in {races}".to_string(),
+        scenario: format!("{}:", round.race.describe()),
+        details: twice_lines(tally, 3),
+        seed: round.race.seed,
+    })
+}
+
+fn unsent(round: &Round) -> Option<Finding> {
+    let tally = &round.tally;
+    if tally.unsent.is_empty() {
+        return None;
+    }
+    let mut details: Vec<String> = tally
+        .unsent
+        .iter()
+        .take(3)
+        .map(|r| format!("{r} was never told."))
+        .collect();
+    if tally.unsent.len() > 3 {
+        details.push(format!("... and {} more.", tally.unsent.len() - 3));
+    }
+    details.extend(round.played.relay_error());
+    Some(Finding {
+        evidence: format!("{} of {} never sent", tally.unsent.len(), tally.rows),
+        scenario: format!(
+            "{}, each relay running relay() {POLLS} times:",
+            round.race.describe()
+        ),
+        details,
+        seed: round.race.seed,
+    })
+}
+
+fn repeated(round: &Round) -> Option<Finding> {
+    let tally = &round.tally;
+    if tally.repeated.is_empty() {
+        return None;
+    }
+    let mut details: Vec<String> = tally
+        .repeated
+        .iter()
+        .take(3)
+        .map(|(recipient, sends, delivered)| {
+            let dropped = sends - delivered;
+            let by_key = match dropped {
+                0 => String::new(),
+                1 => ", the provider dropped 1 by its key".to_string(),
+                n => format!(", the provider dropped {n} by their key"),
+            };
+            format!("{recipient}'s email went to the provider {sends} times{by_key}.")
+        })
+        .collect();
+    if tally.repeated.len() > 3 {
+        details.push(format!("... and {} more rows.", tally.repeated.len() - 3));
+    }
+    Some(Finding {
+        evidence: "sent more than once in {races}".to_string(),
+        scenario: format!("{}:", round.race.describe()),
+        details,
+        seed: round.race.seed,
+    })
+}
+
+/// What one relay did in a scenario: how many sends it made and how long
+/// it spent in `relay()` beyond them, in ms (waiting for the database, for
+/// the processor, or for another relay).
+struct Effort {
+    sends: usize,
+    beyond_ms: f64,
+}
+
+fn efforts(race: &Race, played: &Played) -> BTreeMap<u32, Effort> {
+    let mut efforts: BTreeMap<u32, Effort> = (1..=race.relays)
+        .map(|n| {
+            let effort = Effort {
+                sends: 0,
+                beyond_ms: 0.0,
+            };
+            (n, effort)
+        })
+        .collect();
+    for e in &played.history.events {
+        if e.op.as_deref() == Some("relay") && matches!(e.kind, Kind::Return | Kind::Error) {
+            if let Some(effort) = efforts.get_mut(&e.process) {
+                effort.beyond_ms += e.elapsed_us.unwrap_or(0) as f64 / 1000.0;
+            }
+        }
+    }
+    for d in played.history.attempts("email") {
+        if let Some(effort) = efforts.get_mut(&d.process) {
+            effort.sends += 1;
+            effort.beyond_ms -= race.provider.latency_ms as f64;
+        }
+    }
+    efforts
+}
+
+/// How much longer, beyond its sends, a relay that sent less spent in
+/// `relay()` than one that sent more: the time it waited out the other's
+/// sends. Zero when no relay sent less than another.
+fn waited_out(race: &Race, played: &Played) -> f64 {
+    let efforts = efforts(race, played);
+    let mut longest: f64 = 0.0;
+    for idle in efforts.values() {
+        for busy in efforts.values().filter(|b| b.sends > idle.sends) {
+            longest = longest.max(idle.beyond_ms - busy.beyond_ms);
+        }
+    }
+    longest
+}
+
+fn waited(round: &Round) -> Option<Finding> {
+    if let Some(f) = trouble_finding(round) {
+        return Some(f);
+    }
+    let longest = waited_out(round.race, round.played);
+    (longest > WAIT_BOUND_MS as f64).then(|| Finding {
+        evidence: format!("a relay waited {:.2} s", longest / 1000.0),
+        scenario: format!("{}:", round.race.describe()),
+        details: vec![format!(
+            "the relay that sent nothing spent {:.2} s longer in relay() than the one that sent the row, beyond its send: it waited for that send to end.",
+            longest / 1000.0
+        )],
+        seed: None,
+    })
+}

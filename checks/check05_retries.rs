@@ -1,0 +1,928 @@
+//! Check 05: retry, back off, dead-letter.
+//!
+//! A batch of notices goes into the outbox and the dispatcher runs on its
+//! schedule (a wake-up every 2 s) for twelve minutes of simulated time. The
+//! provider is scripted per recipient: some rows fail once or twice and then
+//! go through, one address always fails (a 503), one is refused for good (a
+//! 422). The check reads every attempt the provider saw, with its simulated
+//! time, and the outbox rows the dispatcher left behind. A second scenario
+//! loses the answer to one send (a timeout), which must be retried like any
+//! other failure. Seeded random batches use other people, channels and
+//! scripts, let some notices arrive later, and restart the dispatcher
+//! midway, as a deploy would.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::clock::{MINUTE, SECOND};
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::scenario::{Fault, Plan, ProviderScript, Step, APP_DB};
+use lab::serve::{Job, Schedule};
+use lab::world::{read_pairs, History, Outcome};
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 5,
+    title: "retry, back off, dead-letter",
+    case_file: "cases/case05_retries.rs",
+    text_file: "chapters/05-retry-back-off-dead-letter.md",
+    bin: "case05",
+    shipped_hash: 0xf4e6_5d1b_67b5_93aa,
+    variants: &[
+        Variant {
+            name: "solution",
+            bin: "case05-solution",
+            file: "checks/case05/solution.rs",
+            about: "retries 5 s, 30 s and 5 min after a failure, then FAILED; a 4xx fails at once",
+        },
+        Variant {
+            name: "immediate-retry",
+            bin: "case05-immediate-retry",
+            file: "checks/case05/immediate_retry.rs",
+            about: "retries at once, in the same wake-up: four attempts in a blink",
+        },
+        Variant {
+            name: "unlimited-retries",
+            bin: "case05-unlimited-retries",
+            file: "checks/case05/unlimited_retries.rs",
+            about: "backs off but never gives up: a dead address is tried forever",
+        },
+        Variant {
+            name: "retry-rejections",
+            bin: "case05-retry-rejections",
+            file: "checks/case05/retry_rejections.rs",
+            about: "retries a permanent rejection as if it were a 503",
+        },
+        Variant {
+            name: "gap-off-by-one",
+            bin: "case05-gap-off-by-one",
+            file: "checks/case05/gap_off_by_one.rs",
+            about: "picks the gap from the wrong attempt count: 30 s, 5 min, then gives up",
+        },
+        Variant {
+            name: "error-not-kept",
+            bin: "case05-error-not-kept",
+            file: "checks/case05/error_not_kept.rs",
+            about: "retries right, but a dead letter does not say what killed it",
+        },
+        Variant {
+            name: "every-wake-up",
+            bin: "case05-every-wake-up",
+            file: "checks/case05/every_wake_up.rs",
+            about: "leaves a failed row PENDING: retried at every 2 s wake-up, four times",
+        },
+        Variant {
+            name: "attempts-in-memory",
+            bin: "case05-attempts-in-memory",
+            file: "checks/case05/attempts_in_memory.rs",
+            about: "counts attempts in the process: a restart gives every row a fresh start",
+        },
+        Variant {
+            name: "timeout-is-permanent",
+            bin: "case05-timeout-is-permanent",
+            file: "checks/case05/timeout_is_permanent.rs",
+            about: "dead-letters a send that got no answer, as if the provider had refused it",
+        },
+    ],
+    run,
+    check,
+};
+
+const DELIVERED: &str = "a row that fails once or twice is still delivered";
+const DEAD: &str =
+    "an address that always fails gets 4 attempts, 5 s, 30 s and 5 min apart, then FAILED with its error";
+const REJECTED: &str = "a permanent rejection gets 1 attempt, then FAILED with its error";
+const BACKOFF: &str = "no attempt comes sooner than its backoff";
+
+/// The gaps the chapter asks for: after the first attempt fails, the next
+/// one comes 5 s later, then 30 s, then 5 min. Four attempts in all.
+const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
+const ATTEMPTS: usize = RETRY_GAPS.len() + 1;
+/// How often the dispatcher wakes up.
+const WAKE_UP: i64 = 2 * SECOND;
+/// How long the service runs in each scenario: the dead address's last
+/// attempt comes near 5:36, and a dispatcher that never gives up has time
+/// for a fifth.
+const END: i64 = 12 * MINUTE;
+/// How long the scenario with a lost answer runs.
+const SHORT_END: i64 = 2 * MINUTE;
+
+/// How the provider treats one outbox row's recipient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Script {
+    Healthy,
+    /// The first n attempts fail with a 503, then it works.
+    Flaky(u32),
+    /// Every attempt fails with a 503.
+    Dead,
+    /// Refused for good: a 422.
+    Rejected,
+}
+
+/// Someone the batch tells something, on the channel they chose.
+#[derive(Clone, Debug)]
+struct Person {
+    name: String,
+    channel: &'static str,
+    text: String,
+    /// Simulated time the notice is published, in ms.
+    at: i64,
+    /// How the provider treats their messages.
+    script: Script,
+}
+
+impl Person {
+    fn email(&self) -> String {
+        format!("{}@example.com", self.name)
+    }
+
+    fn device(&self) -> String {
+        format!("{}-phone", self.name)
+    }
+
+    /// Where their outbox row goes: an address, or a phone's push token.
+    fn recipient(&self) -> String {
+        match self.channel {
+            "push" => self.device(),
+            _ => self.email(),
+        }
+    }
+
+    /// "dana@example.com (email)"
+    fn label(&self) -> String {
+        format!("{} ({})", self.recipient(), self.channel)
+    }
+}
+
+/// A batch of notices, how the provider treats each person's row, and when
+/// (if ever) the dispatcher restarts.
+#[derive(Clone, Debug)]
+struct Batch {
+    /// `None` for the chapter's own batch.
+    seed: Option<u64>,
+    people: Vec<Person>,
+    /// A deploy: the first process stops here and a new one carries on.
+    restart_at: Option<i64>,
+    /// When the scenario ends.
+    end: i64,
+    /// The fault, if any.
+    fault: Option<Fault>,
+}
+
+const NAMES: [&str; 20] = [
+    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
+    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
+];
+const EVENTS: [&str; 6] = [
+    "Book club: Thursday 19:00 it is",
+    "Climbing trip: Saturday it is",
+    "Board games: Friday 20:00 it is",
+    "Team lunch: Wednesday 12:30 it is",
+    "Choir rehearsal: Monday 18:00 it is",
+    "Hackathon: the 14th it is",
+];
+
+fn person(name: &str, channel: &'static str, script: Script) -> Person {
+    Person {
+        name: name.to_string(),
+        channel,
+        text: EVENTS[0].to_string(),
+        at: 0,
+        script,
+    }
+}
+
+impl Batch {
+    /// The chapter's batch: the book club picked a date and six members are
+    /// told. dana's email and hal's push fail once, eli's email twice; fay's
+    /// mail server is down for good; gus's address does not exist.
+    fn chapter() -> Batch {
+        Batch {
+            seed: None,
+            people: vec![
+                person("dana", "email", Script::Flaky(1)),
+                person("eli", "email", Script::Flaky(2)),
+                person("fay", "email", Script::Dead),
+                person("gus", "email", Script::Rejected),
+                person("hal", "push", Script::Flaky(1)),
+                person("ivy", "push", Script::Healthy),
+            ],
+            restart_at: None,
+            end: END,
+            fault: None,
+        }
+    }
+
+    /// A batch drawn from `seed`: 4 to 7 people on either channel, some
+    /// notices published later; one dead row, one refused row and one to
+    /// three flaky ones; a restart somewhere in the first four minutes.
+    fn random(seed: u64) -> Batch {
+        let mut rng = Rng::new(seed);
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let count = rng.between(4, 7) as usize;
+        let flaky = rng.between(1, 3) as usize;
+        let people = names[..count]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let script = match i {
+                    0 => Script::Dead,
+                    1 => Script::Rejected,
+                    i if i < 2 + flaky => Script::Flaky(rng.between(1, 2) as u32),
+                    _ => Script::Healthy,
+                };
+                let channel = if rng.between(0, 2) == 0 {
+                    "push"
+                } else {
+                    "email"
+                };
+                let at = if rng.between(0, 2) == 0 {
+                    rng.between(1, 90) as i64 * SECOND
+                } else {
+                    0
+                };
+                Person {
+                    text: rng.pick(&EVENTS).to_string(),
+                    at,
+                    ..person(name, channel, script)
+                }
+            })
+            .collect();
+        Batch {
+            seed: Some(seed),
+            people,
+            restart_at: Some(rng.between(20, 240) as i64 * SECOND),
+            end: END,
+            fault: None,
+        }
+    }
+
+    /// One person, and one send whose answer never comes: the provider never
+    /// got it, and the dispatcher sees a timeout.
+    fn lost_answer(&self) -> Batch {
+        let used: Vec<&str> = self.people.iter().map(|p| p.name.as_str()).collect();
+        let name = NAMES
+            .iter()
+            .rev()
+            .find(|n| !used.contains(n))
+            .expect("20 names are enough");
+        Batch {
+            seed: self.seed,
+            people: vec![Person {
+                text: self.people[0].text.clone(),
+                ..person(name, "email", Script::Healthy)
+            }],
+            restart_at: None,
+            end: SHORT_END,
+            fault: Some(Fault::TimeoutBeforeSend {
+                op: "dispatch".to_string(),
+                nth: 1,
+            }),
+        }
+    }
+
+    fn name(&self) -> String {
+        let batch = match self.seed {
+            None => "the chapter's batch".to_string(),
+            Some(seed) => format!("random batch (seed {seed})"),
+        };
+        match (&self.fault, self.restart_at) {
+            (Some(fault), _) => format!("{batch}, {}", fault.describe()),
+            (None, Some(at)) => format!("{batch}, the dispatcher restarted at {}", clock(at)),
+            (None, None) => batch,
+        }
+    }
+
+    /// People whose row the provider takes in the end.
+    fn deliverable(&self) -> impl Iterator<Item = &Person> {
+        self.people
+            .iter()
+            .filter(|p| matches!(p.script, Script::Healthy | Script::Flaky(_)))
+    }
+
+    fn provider(&self, channel: &str) -> ProviderScript {
+        let people = || self.people.iter().filter(move |p| p.channel == channel);
+        let recipients = |script: Script| {
+            people()
+                .filter(|p| p.script == script)
+                .map(Person::recipient)
+                .collect()
+        };
+        ProviderScript {
+            flaky: people()
+                .filter_map(|p| match p.script {
+                    Script::Flaky(n) => Some((p.recipient(), n)),
+                    _ => None,
+                })
+                .collect(),
+            unreachable: recipients(Script::Dead),
+            rejected: recipients(Script::Rejected),
+            ..ProviderScript::default()
+        }
+    }
+
+    /// The steps that cover simulated time `[from, to)`: the notices due in
+    /// it, with the dispatcher running on its schedule in between.
+    fn steps(&self, from: i64, to: i64) -> Vec<Step> {
+        let mut arrivals: Vec<&Person> = self
+            .people
+            .iter()
+            .filter(|p| (from..to).contains(&p.at))
+            .collect();
+        arrivals.sort_by_key(|p| p.at);
+        let mut steps = Vec::new();
+        let mut now = from;
+        for p in arrivals {
+            if p.at > now {
+                steps.push(schedule(p.at));
+                now = p.at;
+            }
+            let notice = serde_json::json!({
+                "person": p.name,
+                "kind": "date_chosen",
+                "text": p.text,
+            });
+            steps.push(Step::with("publish", notice, &p.recipient()));
+        }
+        steps.push(schedule(to));
+        steps
+    }
+
+    /// The plans of the scenario's processes, in order.
+    fn plans(&self, dir: &Path) -> Vec<Plan> {
+        let cut = self.restart_at.unwrap_or(self.end);
+        let plan = |process: u32, steps: Vec<Step>| Plan {
+            dir: dir.to_path_buf(),
+            process,
+            steps,
+            provider: self.provider("email"),
+            push: self.provider("push"),
+            seed: self.seed.unwrap_or(0),
+            ..Plan::default()
+        };
+        let mut first = plan(1, self.steps(0, cut));
+        first.fixture = self
+            .people
+            .iter()
+            .map(|p| {
+                format!(
+                    "INSERT INTO people (id, email, device, channel) VALUES ('{}', '{}', '{}', '{}')",
+                    p.name,
+                    p.email(),
+                    p.device(),
+                    p.channel
+                )
+            })
+            .collect();
+        first.fault = self.fault.clone();
+        let mut plans = vec![first];
+        if self.restart_at.is_some() {
+            plans.push(plan(2, self.steps(cut, self.end)));
+        }
+        plans
+    }
+}
+
+/// The dispatcher's schedule until `until`.
+fn schedule(until: i64) -> Step {
+    Schedule {
+        until_ms: until,
+        jobs: vec![Job {
+            op: "dispatch".to_string(),
+            every_ms: WAKE_UP,
+        }],
+    }
+    .step()
+}
+
+/// Simulated time as a clock reads it: `5:36`, `1:02:03`.
+fn clock(ms: i64) -> String {
+    let s = ms / SECOND;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// A gap between two attempts: `5 s`, `5 min`, `5 min 36 s`.
+fn gap(ms: i64) -> String {
+    let s = ms / SECOND;
+    match (s / 60, s % 60) {
+        (0, s) => format!("{s} s"),
+        (m, 0) => format!("{m} min"),
+        (m, s) => format!("{m} min {s} s"),
+    }
+}
+
+/// One outbox row as the dispatcher left it.
+#[derive(Clone, Debug)]
+struct Left {
+    status: String,
+    last_error: Option<String>,
+}
+
+/// What one scenario left behind.
+struct Played {
+    batch: Batch,
+    exits: Vec<Exit>,
+    history: History,
+    /// Keyed by "channel recipient".
+    rows: Vec<(String, Left)>,
+    /// Why the outbox could not be read, if it could not.
+    unreadable: Option<String>,
+}
+
+impl Played {
+    /// An ending no correct case has: a panic, a hang, an abort.
+    fn trouble(&self) -> Option<String> {
+        if let Some((i, exit)) = self
+            .exits
+            .iter()
+            .enumerate()
+            .find(|(_, e)| **e != Exit::Finished)
+        {
+            let which = if i == 0 {
+                "the dispatcher"
+            } else {
+                "the restarted dispatcher"
+            };
+            return Some(format!("{which} {}", exit.describe()));
+        }
+        self.unreadable.clone()
+    }
+
+    /// Every attempt the provider saw for a person's row: (simulated time, outcome).
+    fn attempts(&self, p: &Person) -> Vec<(i64, Outcome)> {
+        let recipient = p.recipient();
+        self.history
+            .attempts(p.channel)
+            .filter(|d| d.recipient == recipient)
+            .map(|d| (d.at_ms, d.outcome))
+            .collect()
+    }
+
+    fn sent(&self, p: &Person) -> usize {
+        self.attempts(p)
+            .iter()
+            .filter(|a| a.1 == Outcome::Delivered)
+            .count()
+    }
+
+    fn left(&self, p: &Person) -> Option<&Left> {
+        let key = format!("{} {}", p.channel, p.recipient());
+        self.rows.iter().find(|(k, _)| *k == key).map(|(_, l)| l)
+    }
+
+    fn status(&self, p: &Person) -> String {
+        self.left(p)
+            .map(|l| l.status.clone())
+            .unwrap_or_else(|| "missing from the outbox".to_string())
+    }
+
+    fn last_error(&self, p: &Person) -> Option<String> {
+        self.left(p).and_then(|l| l.last_error.clone())
+    }
+
+    /// "0:00 503, 0:06 503, 0:36 sent"
+    fn story(&self, p: &Person) -> String {
+        let attempts = self.attempts(p);
+        if attempts.is_empty() {
+            return "no attempt reached the provider".to_string();
+        }
+        attempts
+            .iter()
+            .map(|(at, outcome)| {
+                let said = match outcome {
+                    Outcome::Delivered => "sent",
+                    Outcome::Deduplicated => "repeat",
+                    Outcome::Failed => "503",
+                    Outcome::Rejected => "422",
+                };
+                format!("{} {said}", clock(*at))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn play(case: &Case, batch: &Batch) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let mut exits = Vec::new();
+    for plan in batch.plans(dir.path()) {
+        let exit = case.start(&plan)?;
+        let stop = exit != Exit::Finished;
+        exits.push(exit);
+        if stop {
+            break;
+        }
+    }
+    let history = History::read(dir.path())?;
+    let (rows, unreadable) = match read_outbox(dir.path()) {
+        Ok(rows) => (rows, None),
+        Err(err) => (Vec::new(), Some(format!("{err:#}"))),
+    };
+    Ok(Played {
+        batch: batch.clone(),
+        exits,
+        history,
+        rows,
+        unreadable,
+    })
+}
+
+fn read_outbox(dir: &Path) -> Result<Vec<(String, Left)>> {
+    if !dir.join(APP_DB).exists() {
+        return Ok(Vec::new());
+    }
+    let statuses = read_pairs(
+        dir,
+        "SELECT channel || ' ' || recipient, status FROM outbox ORDER BY id",
+    )?;
+    let errors = read_pairs(
+        dir,
+        "SELECT channel || ' ' || recipient, coalesce(last_error, '') FROM outbox ORDER BY id",
+    )?;
+    Ok(statuses
+        .into_iter()
+        .zip(errors)
+        .map(|((key, status), (_, error))| {
+            let last_error = (!error.is_empty()).then_some(error);
+            (key, Left { status, last_error })
+        })
+        .collect())
+}
+
+/// `notify run 5`: the chapter's batch, once, told as a story.
+fn run(case: &Case) -> Result<String> {
+    let batch = Batch::chapter();
+    let played = play(case, &batch)?;
+    let mut out = format!(
+        "{} people are told \"{}\"\n\
+         the provider fails dana's email and hal's push once and eli's email twice,\n\
+         fay's mail server is down for good, and gus's address does not exist\n\
+         the dispatcher wakes every 2 s, for {} minutes of simulated time\n\n",
+        batch.people.len(),
+        batch.people[0].text,
+        END / MINUTE
+    );
+    let stories: Vec<String> = batch.people.iter().map(|p| played.story(p)).collect();
+    let width = stories.iter().map(String::len).max().unwrap_or(0).max(8);
+    out.push_str(&format!(
+        "  {:<9}{:<18}{:<width$}  row\n",
+        "channel", "recipient", "attempts"
+    ));
+    for (p, story) in batch.people.iter().zip(&stories) {
+        out.push_str(&format!(
+            "  {:<9}{:<18}{story:<width$}  {}\n",
+            p.channel,
+            p.recipient(),
+            played.status(p)
+        ));
+    }
+    let delivered = batch.people.iter().filter(|p| played.sent(p) > 0).count();
+    out.push_str(&format!(
+        "\ndelivered: {delivered} of {}\n",
+        batch.people.len()
+    ));
+    let dead: Vec<&Person> = batch
+        .people
+        .iter()
+        .filter(|p| played.status(p) == "FAILED")
+        .collect();
+    out.push_str(&format!("dead letters: {}\n", dead.len()));
+    for p in &dead {
+        let attempts = played.attempts(p).len();
+        out.push_str(&format!(
+            "  {:<18}{:<12}{}\n",
+            p.recipient(),
+            format!("{attempts} {}", plural(attempts, "attempt")),
+            played
+                .last_error(p)
+                .unwrap_or_else(|| "no error kept".to_string())
+        ));
+    }
+    let dropped: Vec<String> = batch
+        .people
+        .iter()
+        .filter_map(|p| match p.script {
+            Script::Flaky(n) if played.sent(p) == 0 => Some(format!(
+                "{} failed {}",
+                p.recipient(),
+                if n == 1 { "once" } else { "twice" }
+            )),
+            _ => None,
+        })
+        .collect();
+    if !dropped.is_empty() {
+        out.push_str(&format!(
+            "dead-lettered, though a later attempt would have gone through: {}\n  {}\n",
+            dropped.len(),
+            dropped.join(", ")
+        ));
+    }
+    if let Some(trouble) = played.trouble() {
+        out.push_str(&format!("\n{trouble}\n"));
+    }
+    Ok(out)
+}
+
+/// "5 s, 30 s and 5 min"
+fn and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        word.to_string()
+    } else {
+        format!("{word}s")
+    }
+}
+
+/// The first failure of a property, in the order the scenarios were played.
+struct Finding {
+    evidence: String,
+    scenario: String,
+    details: Vec<String>,
+    seed: Option<u64>,
+    /// The scenario's events, for a failure that comes from a fault, and
+    /// whose events to follow.
+    timeline: Option<(History, Option<String>)>,
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    let mut batches = vec![Batch::chapter()];
+    batches.extend(options.seeds.iter().map(|&s| Batch::random(s)));
+    let lost: Vec<Batch> = batches.iter().map(Batch::lost_answer).collect();
+    batches.extend(lost);
+    let played: Vec<Played> = in_parallel(&batches, |b| play(case, b))
+        .into_iter()
+        .collect::<Result<_>>()?;
+    let processes = played.iter().map(|p| p.exits.len()).sum();
+
+    let deliverable = played[0].batch.deliverable().count();
+    let retries: usize = played
+        .iter()
+        .flat_map(|p| p.batch.people.iter().map(|r| p.attempts(r).len()))
+        .map(|n| n.saturating_sub(1))
+        .sum();
+    let verdicts = vec![
+        judge(
+            DELIVERED,
+            format!("{deliverable} of {deliverable} delivered"),
+            played.iter().find_map(delivered),
+        ),
+        judge(
+            DEAD,
+            format!("{ATTEMPTS} attempts, then FAILED"),
+            played.iter().find_map(dead),
+        ),
+        judge(
+            REJECTED,
+            "1 attempt, then FAILED".to_string(),
+            played.iter().find_map(rejected),
+        ),
+        judge(
+            BACKOFF,
+            format!("{retries} retries, none early"),
+            early(&played),
+        ),
+    ];
+    Ok(Checked {
+        verdicts,
+        processes,
+    })
+}
+
+fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
+    let Some(f) = finding else {
+        return Verdict::pass(property, pass_evidence);
+    };
+    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
+    verdict.seed = f.seed;
+    if let Some((history, focus)) = f.timeline {
+        verdict.timeline = history.events;
+        verdict.focus = focus;
+    }
+    verdict
+}
+
+fn trouble_finding(played: &Played) -> Option<Finding> {
+    played.trouble().map(|trouble| Finding {
+        evidence: "the case did not finish".to_string(),
+        scenario: format!("{}: {trouble}", played.batch.name()),
+        details: Vec::new(),
+        seed: played.batch.seed,
+        timeline: None,
+    })
+}
+
+/// Rows the provider takes in the end that were not delivered exactly once
+/// and marked SENT.
+fn delivered(played: &Played) -> Option<Finding> {
+    if let Some(f) = trouble_finding(played) {
+        return Some(f);
+    }
+    let people: Vec<&Person> = played.batch.deliverable().collect();
+    let mut details = Vec::new();
+    let mut ok = 0;
+    for p in &people {
+        let status = played.status(p);
+        if played.sent(p) == 1 && status == "SENT" {
+            ok += 1;
+            continue;
+        }
+        let what = match p.script {
+            Script::Flaky(1) => "fails once, then works",
+            Script::Flaky(_) => "fails twice, then works",
+            _ if played.batch.fault.is_some() => "its first send got no answer",
+            _ => "the provider takes it",
+        };
+        let ending = match (status.as_str(), played.last_error(p)) {
+            ("FAILED", Some(error)) => format!("FAILED ({error})"),
+            (other, _) => other.to_string(),
+        };
+        details.push(format!(
+            "{} {what}: {}; left {ending}.",
+            p.label(),
+            played.story(p)
+        ));
+    }
+    if details.is_empty() {
+        return None;
+    }
+    let fault = played.batch.fault.is_some();
+    Some(Finding {
+        evidence: format!("{ok} of {} delivered", people.len()),
+        scenario: format!("{}:", played.batch.name()),
+        details,
+        seed: played.batch.seed,
+        // The scenario is one row: its whole story fits.
+        timeline: fault.then(|| (played.history.clone(), None)),
+    })
+}
+
+/// The earliest and latest a retry may come after the attempt before it:
+/// its gap, plus up to a tenth for jitter and one wake-up of the dispatcher.
+fn window(gap: i64) -> (i64, i64) {
+    (gap, gap + gap / 10 + WAKE_UP)
+}
+
+fn dead(played: &Played) -> Option<Finding> {
+    if let Some(f) = trouble_finding(played) {
+        return Some(f);
+    }
+    let p = played
+        .batch
+        .people
+        .iter()
+        .find(|p| p.script == Script::Dead)?;
+    let attempts = played.attempts(p);
+    let status = played.status(p);
+    let error = played.last_error(p);
+    let mut problems = Vec::new();
+    for (k, pair) in attempts.windows(2).enumerate().take(RETRY_GAPS.len()) {
+        let (low, high) = window(RETRY_GAPS[k]);
+        let took = pair[1].0 - pair[0].0;
+        if took < low || took > high {
+            problems.push(format!(
+                "attempt {} came {} after the one before, not {}.",
+                k + 2,
+                gap(took),
+                gap(RETRY_GAPS[k])
+            ));
+        }
+    }
+    let kept = error.as_deref().is_some_and(|e| e.contains("503"));
+    if status == "FAILED" && !kept {
+        problems.push(match &error {
+            None => "no error kept.".to_string(),
+            Some(e) => format!("the error kept is not the provider's: {e:?}"),
+        });
+    }
+    if attempts.len() == ATTEMPTS && status == "FAILED" && problems.is_empty() {
+        return None;
+    }
+    let n = attempts.len();
+    let evidence = if n == ATTEMPTS && status == "FAILED" && !kept {
+        format!("{n} attempts, then FAILED without the provider's error")
+    } else if n == ATTEMPTS && status == "FAILED" {
+        format!("{n} attempts at the wrong gaps")
+    } else {
+        format!("{n} {}, then {status}", plural(n, "attempt"))
+    };
+    let mut details = vec![format!(
+        "{} always fails: {}; left {status}.",
+        p.label(),
+        played.story(p)
+    )];
+    details.extend(problems);
+    details.push(format!(
+        "expected {ATTEMPTS} attempts, {} apart (give or take a wake-up), then FAILED with the 503.",
+        and(&RETRY_GAPS.map(gap))
+    ));
+    Some(Finding {
+        evidence,
+        scenario: format!("{}:", played.batch.name()),
+        details,
+        seed: played.batch.seed,
+        timeline: None,
+    })
+}
+
+fn rejected(played: &Played) -> Option<Finding> {
+    if let Some(f) = trouble_finding(played) {
+        return Some(f);
+    }
+    let p = played
+        .batch
+        .people
+        .iter()
+        .find(|p| p.script == Script::Rejected)?;
+    let attempts = played.attempts(p).len();
+    let status = played.status(p);
+    let error = played.last_error(p);
+    let kept = error.as_deref().is_some_and(|e| e.contains("422"));
+    if attempts == 1 && status == "FAILED" && kept {
+        return None;
+    }
+    let evidence = if attempts == 1 && status == "FAILED" {
+        "1 attempt, then FAILED without the provider's error".to_string()
+    } else {
+        format!("{attempts} {}, then {status}", plural(attempts, "attempt"))
+    };
+    let mut details = vec![format!(
+        "{} is refused for good (a 422): {}; left {status}.",
+        p.label(),
+        played.story(p)
+    )];
+    if status == "FAILED" && !kept {
+        details.push(match error {
+            None => "no error kept.".to_string(),
+            Some(e) => format!("the error kept is not the provider's: {e:?}"),
+        });
+    }
+    Some(Finding {
+        evidence,
+        scenario: format!("{}:", played.batch.name()),
+        details,
+        seed: played.batch.seed,
+        timeline: None,
+    })
+}
+
+/// Retries that came sooner after the attempt before them than the backoff
+/// allows, over every scenario; the first scenario with one is shown.
+fn early(played: &[Played]) -> Option<Finding> {
+    let mut total = 0;
+    let mut early = 0;
+    let mut first: Option<(&Played, Vec<String>)> = None;
+    for played in played {
+        if played.trouble().is_some() {
+            continue;
+        }
+        let mut lines = Vec::new();
+        for p in &played.batch.people {
+            let attempts = played.attempts(p);
+            let mut soon = Vec::new();
+            for (k, pair) in attempts.windows(2).enumerate() {
+                total += 1;
+                let wanted = RETRY_GAPS[k.min(RETRY_GAPS.len() - 1)];
+                let took = pair[1].0 - pair[0].0;
+                if took < wanted {
+                    early += 1;
+                    soon.push(format!(
+                        "attempt {} came {} after the one before, not {}.",
+                        k + 2,
+                        gap(took),
+                        gap(wanted)
+                    ));
+                }
+            }
+            if !soon.is_empty() {
+                lines.push(format!("{}: {}.", p.label(), played.story(p)));
+                lines.extend(soon);
+            }
+        }
+        if first.is_none() && !lines.is_empty() {
+            first = Some((played, lines));
+        }
+    }
+    let (played, details) = first?;
+    Some(Finding {
+        evidence: format!("{early} of {total} retries early"),
+        scenario: format!("{}:", played.batch.name()),
+        details,
+        seed: played.batch.seed,
+        timeline: None,
+    })
+}

@@ -1,0 +1,1083 @@
+//! Check 08: push falls back to email.
+//!
+//! Plays the dispatcher over simulated time while things happen that people
+//! hear about by push: each is told to a handful of people, and one phone
+//! among them has trouble (unreachable, no longer registered, or failing a
+//! few times before it works). The chapter's batch has one of each, with
+//! both important and ordinary kinds; seeded random batches draw other
+//! kinds, troubles and people. The chapter's batch is also replayed with the
+//! process aborting straight after the commit that records each important
+//! push's final failure, then restarted. The check judges what the world
+//! saw: which pushes and emails reached whom, and when, and which outbox
+//! rows ended FAILED.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rusqlite::Connection;
+use serde::Serialize;
+
+use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::clock::{MINUTE, SECOND};
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::scenario::{Fault, Plan, ProviderScript, Step, APP_DB};
+use lab::serve::{Job, Schedule};
+use lab::world::{Event, History, Kind};
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 8,
+    title: "push falls back to email",
+    case_file: "cases/case08_fallback.rs",
+    text_file: "chapters/08-push-falls-back.md",
+    bin: "case08",
+    shipped_hash: 0x0ce3_1275_629e_df8b,
+    variants: &[
+        Variant {
+            name: "solution",
+            bin: "case08-solution",
+            file: "checks/case08/solution.rs",
+            about:
+                "an important push that is dead-lettered queues one email, in the same transaction",
+        },
+        Variant {
+            name: "first-error",
+            bin: "case08-first-error",
+            file: "checks/case08/first_error.rs",
+            about: "falls back on the first push error: told twice when the retry works",
+        },
+        Variant {
+            name: "every-kind",
+            bin: "case08-every-kind",
+            file: "checks/case08/every_kind.rs",
+            about: "every dead-lettered push falls back, whatever its kind",
+        },
+        Variant {
+            name: "outside-transaction",
+            bin: "case08-outside-transaction",
+            file: "checks/case08/outside_transaction.rs",
+            about: "queues the email after the FAILED commit: a crash in between loses it",
+        },
+        Variant {
+            name: "only-after-retries",
+            bin: "case08-only-after-retries",
+            file: "checks/case08/only_after_retries.rs",
+            about: "no fallback for a push the provider refuses for good",
+        },
+        Variant {
+            name: "one-attempt-early",
+            bin: "case08-one-attempt-early",
+            file: "checks/case08/one_attempt_early.rs",
+            about: "falls back after the third failure, with a retry still to come",
+        },
+        Variant {
+            name: "fallback-to-device",
+            bin: "case08-fallback-to-device",
+            file: "checks/case08/fallback_to_device.rs",
+            about: "the fallback email goes to the push's device token, not the address",
+        },
+    ],
+    run,
+    check,
+};
+
+const TOLD: &str = "every important notification reaches its person on some channel";
+const ONE_EACH: &str = "exactly one fallback email per dead-lettered important push";
+const IMPORTANT_ONLY: &str = "no fallback for other kinds";
+const NOT_EARLY: &str = "no fallback while push attempts remain";
+const CRASH: &str = "a crash right after the push is dead-lettered still sends the email, once";
+
+/// The kinds that must reach people whatever happens to their push.
+const IMPORTANT: [&str; 3] = ["date_chosen", "event_cancelled", "event_reopened"];
+
+/// The dispatcher wakes this often, and the sweep runs this often.
+const TICK: i64 = 2 * SECOND;
+const SWEEP: i64 = MINUTE;
+/// Things happen this far apart, so one phone's retries never meet the next.
+const EVERY: i64 = 2 * MINUTE;
+/// How long the dispatcher runs on after the last thing happens: long
+/// enough for a push's four attempts and the email after them.
+const DRAIN: i64 = 6 * MINUTE;
+/// How long a restart runs after a crash, at least: the dispatcher wakes
+/// sixty times and the sweep runs twice.
+const AFTER_CRASH: i64 = 2 * MINUTE;
+/// A process counts as hung only after this long (or `--timeout`, if longer).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+const NAMES: [&str; 20] = [
+    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
+    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
+];
+const EVENTS: [&str; 5] = [
+    "the picnic",
+    "board games night",
+    "the hiking trip",
+    "the pub quiz",
+    "the book club",
+];
+const OTHER_KINDS: [&str; 3] = ["comment_added", "rsvp_received", "photos_shared"];
+
+/// What is wrong with one phone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trouble {
+    /// Every push fails: the provider answers 503 for this device.
+    Unreachable,
+    /// The provider refuses it for good: the device is no longer registered.
+    Rejected,
+    /// The first n pushes fail, then it works.
+    Flaky(u32),
+}
+
+impl Trouble {
+    fn describe(self, name: &str) -> String {
+        match self {
+            Trouble::Unreachable => format!("{name}'s phone is unreachable"),
+            Trouble::Rejected => format!("{name}'s phone is no longer registered"),
+            Trouble::Flaky(1) => format!("{name}'s phone fails once, then works"),
+            Trouble::Flaky(n) => format!("{name}'s phone fails {n} times, then works"),
+        }
+    }
+}
+
+/// Someone who gets notifications on the channel they chose.
+#[derive(Clone, Debug)]
+struct Person {
+    id: String,
+    channel: &'static str,
+}
+
+impl Person {
+    fn new(name: &str, channel: &'static str) -> Person {
+        Person {
+            id: name.to_string(),
+            channel,
+        }
+    }
+
+    fn email(&self) -> String {
+        format!("{}@example.com", self.id)
+    }
+
+    fn device(&self) -> String {
+        format!("{}-phone", self.id)
+    }
+
+    fn recipient(&self) -> String {
+        match self.channel {
+            "push" => self.device(),
+            _ => self.email(),
+        }
+    }
+}
+
+/// The case's `publish` input.
+#[derive(Clone, Debug, Serialize)]
+struct Notice {
+    person: String,
+    kind: String,
+    text: String,
+}
+
+/// One notification, and who it is for.
+#[derive(Clone, Debug)]
+struct Published {
+    at_ms: i64,
+    notice: Notice,
+    person: Person,
+}
+
+impl Published {
+    fn important(&self) -> bool {
+        IMPORTANT.contains(&self.notice.kind.as_str())
+    }
+}
+
+/// Something that happens, with the phone that has trouble.
+#[derive(Clone, Debug)]
+struct Happening {
+    at_ms: i64,
+    kind: String,
+    text: String,
+    troubled: Person,
+    trouble: Trouble,
+}
+
+/// A stretch of the dispatcher's life.
+struct Scenario {
+    /// `None` for the chapter's batch.
+    seed: Option<u64>,
+    name: String,
+    people: Vec<Person>,
+    happenings: Vec<Happening>,
+    published: Vec<Published>,
+    until_ms: i64,
+}
+
+fn text(kind: &str, event: &str) -> String {
+    match kind {
+        "event_cancelled" => format!("{} is cancelled", capital(event)),
+        "event_reopened" => format!("{} is back on", capital(event)),
+        "date_chosen" => format!("{} is on Sunday", capital(event)),
+        "comment_added" => format!("Sam commented on {event}"),
+        "rsvp_received" => format!("Omar is going to {event}"),
+        _ => format!("Pia shared photos from {event}"),
+    }
+}
+
+fn capital(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+impl Scenario {
+    fn new(seed: Option<u64>, name: String) -> Scenario {
+        Scenario {
+            seed,
+            name,
+            people: Vec::new(),
+            happenings: Vec::new(),
+            published: Vec::new(),
+            until_ms: 0,
+        }
+    }
+
+    fn person(&mut self, name: &str, channel: &'static str) -> Person {
+        if let Some(p) = self.people.iter().find(|p| p.id == name) {
+            return p.clone();
+        }
+        let p = Person::new(name, channel);
+        self.people.push(p.clone());
+        p
+    }
+
+    /// `kind` happens at `at_ms`: the troubled person and `others` are told.
+    fn happen(
+        &mut self,
+        at_ms: i64,
+        kind: &str,
+        event: &str,
+        troubled: (&str, Trouble),
+        others: &[(&str, &'static str)],
+    ) {
+        let text = text(kind, event);
+        let troubled_person = self.person(troubled.0, "push");
+        let mut told = vec![troubled_person.clone()];
+        for &(name, channel) in others {
+            told.push(self.person(name, channel));
+        }
+        for person in told {
+            self.published.push(Published {
+                at_ms,
+                notice: Notice {
+                    person: person.id.clone(),
+                    kind: kind.to_string(),
+                    text: text.clone(),
+                },
+                person,
+            });
+        }
+        self.happenings.push(Happening {
+            at_ms,
+            kind: kind.to_string(),
+            text,
+            troubled: troubled_person,
+            trouble: troubled.1,
+        });
+    }
+
+    /// The chapter's batch: four things happen two minutes apart, each told
+    /// by push to five people, one of whose phones has trouble.
+    fn chapter() -> Scenario {
+        let mut s = Scenario::new(None, "the chapter's batch".into());
+        let push = |names: [&'static str; 4]| names.map(|n| (n, "push"));
+        s.happen(
+            0,
+            "event_cancelled",
+            "the picnic",
+            ("ada", Trouble::Unreachable),
+            &push(["ben", "cleo", "dev", "gia"]),
+        );
+        s.happen(
+            EVERY,
+            "comment_added",
+            "board games night",
+            ("finn", Trouble::Unreachable),
+            &push(["hugo", "ivy", "jon", "lena"]),
+        );
+        s.happen(
+            2 * EVERY,
+            "date_chosen",
+            "the hiking trip",
+            ("kai", Trouble::Flaky(3)),
+            &push(["ben", "dev", "hugo", "jon"]),
+        );
+        s.happen(
+            3 * EVERY,
+            "event_reopened",
+            "the pub quiz",
+            ("emma", Trouble::Rejected),
+            &push(["cleo", "gia", "ivy", "lena"]),
+        );
+        // Kai's fourth push, the last thing to happen, goes out at 9:36.
+        s.until_ms = 10 * MINUTE;
+        s
+    }
+
+    /// A batch drawn from `seed`: three or four things two minutes apart,
+    /// of any kind, each told to one troubled phone, three to five working
+    /// phones and sometimes someone who reads email. The first is always
+    /// important, and its phone never gets a push.
+    fn random(seed: u64) -> Scenario {
+        let mut rng = Rng::new(seed);
+        let mut s = Scenario::new(Some(seed), format!("random batch (seed {seed})"));
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let count = rng.between(3, 4) as usize;
+        // Each troubled phone has trouble once: its own name, told once.
+        let (troubled, rest) = names.split_at(count);
+        let (readers, healthy) = rest.split_at(2);
+        for (i, name) in troubled.iter().enumerate() {
+            let (kind, trouble) = if i == 0 {
+                let t = match rng.between(0, 1) {
+                    0 => Trouble::Unreachable,
+                    _ => Trouble::Rejected,
+                };
+                (*rng.pick(&IMPORTANT), t)
+            } else {
+                let kinds: Vec<&str> = IMPORTANT.iter().chain(&OTHER_KINDS).copied().collect();
+                let t = match rng.between(0, 4) {
+                    0 | 1 => Trouble::Unreachable,
+                    2 => Trouble::Rejected,
+                    _ => Trouble::Flaky(rng.between(1, 3) as u32),
+                };
+                (*rng.pick(&kinds), t)
+            };
+            let mut others: Vec<(&str, &'static str)> =
+                healthy.iter().map(|n| (*n, "push")).collect();
+            rng.shuffle(&mut others);
+            others.truncate(rng.between(3, 5) as usize);
+            if rng.between(0, 1) == 1 {
+                others.push((*rng.pick(readers), "email"));
+            }
+            let event = *rng.pick(&EVENTS);
+            s.happen(i as i64 * EVERY, kind, event, (name, trouble), &others);
+        }
+        s.until_ms = (count as i64 - 1) * EVERY + DRAIN;
+        s
+    }
+
+    fn fixture(&self) -> Vec<String> {
+        let mut sql = String::from("BEGIN;\n");
+        for p in &self.people {
+            sql.push_str(&format!(
+                "INSERT INTO people (id, email, device, channel) VALUES ('{}', '{}', '{}', '{}');\n",
+                p.id,
+                p.email(),
+                p.device(),
+                p.channel
+            ));
+        }
+        sql.push_str("COMMIT;");
+        vec![sql]
+    }
+
+    fn schedule(until_ms: i64) -> Step {
+        Schedule {
+            until_ms,
+            jobs: vec![
+                Job {
+                    op: "dispatch".into(),
+                    every_ms: TICK,
+                },
+                Job {
+                    op: "sweep".into(),
+                    every_ms: SWEEP,
+                },
+            ],
+        }
+        .step()
+    }
+
+    /// The steps from `after_ms` on: what is published later than that,
+    /// with the dispatcher running in between, until `until_ms`.
+    fn steps(&self, after_ms: Option<i64>, until_ms: i64) -> Vec<Step> {
+        let mut steps = Vec::new();
+        let mut at = None;
+        for p in &self.published {
+            if after_ms.is_some_and(|after| p.at_ms <= after) {
+                continue;
+            }
+            if at != Some(p.at_ms) {
+                steps.push(Scenario::schedule(p.at_ms));
+                at = Some(p.at_ms);
+            }
+            steps.push(Step::with("publish", &p.notice, &p.person.recipient()));
+        }
+        steps.push(Scenario::schedule(until_ms));
+        steps
+    }
+
+    fn push_script(&self) -> ProviderScript {
+        let of = |t: Trouble| -> Vec<String> {
+            self.happenings
+                .iter()
+                .filter(|h| h.trouble == t)
+                .map(|h| h.troubled.device())
+                .collect()
+        };
+        ProviderScript {
+            unreachable: of(Trouble::Unreachable),
+            rejected: of(Trouble::Rejected),
+            flaky: self
+                .happenings
+                .iter()
+                .filter_map(|h| match h.trouble {
+                    Trouble::Flaky(n) => Some((h.troubled.device(), n)),
+                    _ => None,
+                })
+                .collect(),
+            ..ProviderScript::default()
+        }
+    }
+
+    fn plan(&self, dir: &Path, process: u32, fault: Option<Fault>, steps: Vec<Step>) -> Plan {
+        Plan {
+            dir: dir.to_path_buf(),
+            process,
+            fixture: if process == 1 {
+                self.fixture()
+            } else {
+                Vec::new()
+            },
+            steps,
+            fault,
+            provider: ProviderScript::default(),
+            push: self.push_script(),
+            seed: self.seed.unwrap_or(0),
+        }
+    }
+
+    /// The pushes to troubled phones, with their kinds and troubles.
+    fn troubled(&self) -> impl Iterator<Item = (&Happening, &Published)> {
+        self.happenings.iter().filter_map(move |h| {
+            self.published
+                .iter()
+                .find(|p| p.person.id == h.troubled.id && p.notice.text == h.text)
+                .map(|p| (h, p))
+        })
+    }
+}
+
+/// Times as a list: `0:00, 0:06, 0:36 and 5:36`.
+fn and_list(times: &[i64]) -> String {
+    let times: Vec<String> = times.iter().map(|&t| clock(t)).collect();
+    match times.split_last() {
+        None => "no time at all".to_string(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// A simulated time as minutes and seconds: `5:36`.
+fn clock(ms: i64) -> String {
+    let s = ms / SECOND;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+/// What one scenario left behind.
+struct Played {
+    fault: Option<Fault>,
+    exits: Vec<Exit>,
+    history: History,
+    /// (channel, recipient, body, status) of every outbox row at the end.
+    rows: Vec<(String, String, String, String)>,
+}
+
+impl Played {
+    /// An ending no correct case has: a panic, a hang, an unplanned abort.
+    fn trouble(&self) -> Option<String> {
+        let planned = matches!(self.fault, Some(Fault::CrashAfterCommit { .. }));
+        self.exits
+            .iter()
+            .enumerate()
+            .find_map(|(i, exit)| match exit {
+                Exit::Finished => None,
+                Exit::Aborted if planned && i == 0 => None,
+                other => {
+                    let which = if i == 0 {
+                        "the case"
+                    } else {
+                        "the restarted case"
+                    };
+                    Some(format!("{which} {}", other.describe()))
+                }
+            })
+    }
+
+    /// Pushes to `p` that reached the phone.
+    fn push_delivered_at(&self, p: &Published) -> Option<i64> {
+        self.history
+            .delivered("push")
+            .find(|d| d.recipient == p.person.device() && d.body == p.notice.text)
+            .map(|d| d.at_ms)
+    }
+
+    /// Every push attempt for `p`, in order.
+    fn push_attempts(&self, p: &Published) -> Vec<i64> {
+        self.history
+            .attempts("push")
+            .filter(|d| d.recipient == p.person.device() && d.body == p.notice.text)
+            .map(|d| d.at_ms)
+            .collect()
+    }
+
+    /// When emails reached `person`, in order.
+    fn emails_to(&self, person: &Person) -> Vec<i64> {
+        self.history
+            .emails_to(&person.email())
+            .map(|d| d.at_ms)
+            .collect()
+    }
+
+    /// Where an email with `p`'s text went, if not to its person: the
+    /// fallback sent to the wrong recipient.
+    fn misaddressed(&self, p: &Published) -> Option<String> {
+        self.history
+            .emails()
+            .find(|d| d.body == p.notice.text && d.recipient != p.person.email())
+            .map(|d| d.recipient.clone())
+    }
+
+    /// What became of `p`'s fallback email, for a person never told.
+    fn no_email(&self, p: &Published) -> String {
+        match self.misaddressed(p) {
+            Some(to) => format!("an email went to {to}, not to {}", p.person.email()),
+            None => "no email was queued".to_string(),
+        }
+    }
+
+    /// The status of the outbox row pushing `p`, if there is one.
+    fn push_status(&self, p: &Published) -> Option<&str> {
+        self.rows
+            .iter()
+            .find(|(c, r, b, _)| c == "push" && *r == p.person.device() && *b == p.notice.text)
+            .map(|(_, _, _, s)| s.as_str())
+    }
+
+    /// The push to `p` was dead-lettered: it never got through and its row
+    /// is FAILED.
+    fn dead_lettered(&self, p: &Published) -> bool {
+        self.push_delivered_at(p).is_none() && self.push_status(p) == Some("FAILED")
+    }
+}
+
+fn read_rows(dir: &Path) -> Result<Vec<(String, String, String, String)>> {
+    let path = dir.join(APP_DB);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open(&path)
+        .with_context(|| format!("could not open the service's database {}", path.display()))?;
+    let sql = "SELECT channel, recipient, body, status FROM outbox ORDER BY id";
+    let mut stmt = conn
+        .prepare(sql)
+        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
+    Ok(rows)
+}
+
+/// Plays a scenario; with a crash fault, restarts the case after the abort
+/// and runs it until `AFTER_CRASH` past the crash.
+fn play(case: &Case, s: &Scenario, fault: Option<Fault>) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let case = case.patient(PATIENCE);
+    let steps = s.steps(None, s.until_ms);
+    let mut exits = vec![case.start(&s.plan(dir.path(), 1, fault.clone(), steps))?];
+    if exits[0] == Exit::Aborted && fault.is_some() {
+        let crashed_at = lab::world::History::read(dir.path())?
+            .deliveries
+            .last()
+            .map_or(0, |d| d.at_ms);
+        let until = s.until_ms.max(crashed_at + AFTER_CRASH);
+        let steps = s.steps(Some(crashed_at), until);
+        exits.push(case.start(&s.plan(dir.path(), 2, None, steps))?);
+    }
+    let history = History::read(dir.path())?;
+    let rows = read_rows(dir.path())?;
+    Ok(Played {
+        fault,
+        exits,
+        history,
+        rows,
+    })
+}
+
+/// `notify run 8`: the chapter's batch, told as a story.
+fn run(case: &Case) -> Result<String> {
+    let s = Scenario::chapter();
+    let played = play(case, &s, None)?;
+    let mut out = String::from(
+        "four things happen, two minutes apart; each is told by push to five people\n\n",
+    );
+    for h in &s.happenings {
+        out.push_str(&format!(
+            "  {:>4}  {:<16} {:<36} {}\n",
+            clock(h.at_ms),
+            h.kind,
+            h.text,
+            h.trouble.describe(&h.troubled.id)
+        ));
+    }
+    out.push_str("\nthe troubled phones:\n");
+    let mut untold = Vec::new();
+    for (h, p) in s.troubled() {
+        let attempts = played.push_attempts(p);
+        let push = match (played.push_delivered_at(p), played.push_status(p)) {
+            (Some(at), _) => format!("push delivered at {}", clock(at)),
+            (None, Some("FAILED")) if attempts.len() == 1 => {
+                format!("push refused at {}", clock(attempts[0]))
+            }
+            (None, Some("FAILED")) => format!(
+                "push dead-lettered at {}",
+                clock(attempts.last().copied().unwrap_or(0))
+            ),
+            (None, status) => format!("push {}", status.unwrap_or("never queued")),
+        };
+        let emails = played.emails_to(&p.person);
+        let email = match emails.as_slice() {
+            [] => "no email".to_string(),
+            [at] => format!("email at {}", clock(*at)),
+            many => format!("{} emails", many.len()),
+        };
+        out.push_str(&format!(
+            "  {:<5} {:<16} {:<30} {email}\n",
+            h.troubled.id, h.kind, push
+        ));
+        if p.important() && played.push_delivered_at(p).is_none() && emails.is_empty() {
+            untold.push(p);
+        }
+    }
+    if untold.is_empty() {
+        out.push_str("\neveryone heard about every important change\n");
+    } else {
+        out.push_str(&format!(
+            "\nnever told about an important change: {}\n",
+            untold.len()
+        ));
+        for p in untold {
+            out.push_str(&format!(
+                "  {} was never told: {}.\n",
+                p.person.id, p.notice.text
+            ));
+        }
+    }
+    if let Some(trouble) = played.trouble() {
+        out.push_str(&format!("\n{trouble}\n"));
+    }
+    Ok(out)
+}
+
+/// A property that failed: what to print.
+struct Finding {
+    evidence: String,
+    scenario: String,
+    details: Vec<String>,
+    seed: Option<u64>,
+    timeline: Vec<Event>,
+}
+
+impl Finding {
+    fn verdict(self, property: &str) -> Verdict {
+        let mut v = Verdict::fail(property, self.evidence, self.scenario, self.details);
+        v.seed = self.seed;
+        v.timeline = self.timeline;
+        v
+    }
+}
+
+/// One crash scenario of the chapter's batch: the troubled push it is about.
+struct Crash {
+    push: Published,
+    played: Played,
+    /// The commit the process aborted after.
+    nth: u32,
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    let mut scenarios = vec![Scenario::chapter()];
+    scenarios.extend(options.seeds.iter().map(|&seed| Scenario::random(seed)));
+    let played: Vec<Played> = in_parallel(&scenarios, |s| play(case, s, None))
+        .into_iter()
+        .collect::<Result<_>>()?;
+
+    // For each important push the chapter's batch dead-lettered, crash
+    // straight after the first dispatch commit that follows its last attempt:
+    // the commit that records it FAILED.
+    let chapter = &scenarios[0];
+    let points: Vec<(Published, u32)> = chapter
+        .troubled()
+        .filter(|(_, p)| p.important() && played[0].dead_lettered(p))
+        .filter_map(|(_, p)| commit_after_last_push(&played[0].history, p).map(|n| (p.clone(), n)))
+        .collect();
+    let crashes: Vec<Crash> = in_parallel(&points, |(push, nth)| {
+        let fault = Fault::CrashAfterCommit {
+            op: "dispatch".into(),
+            nth: *nth,
+        };
+        play(case, chapter, Some(fault)).map(|played| Crash {
+            push: push.clone(),
+            played,
+            nth: *nth,
+        })
+    })
+    .into_iter()
+    .collect::<Result<_>>()?;
+
+    let pairs: Vec<(&Scenario, &Played)> = scenarios.iter().zip(&played).collect();
+    let verdicts = vec![
+        judge(TOLD, &pairs, told),
+        judge(ONE_EACH, &pairs, one_each),
+        judge(IMPORTANT_ONLY, &pairs, important_only),
+        judge(NOT_EARLY, &pairs, not_early),
+        crash_verdict(chapter, &played[0], &crashes),
+    ];
+    let processes = played
+        .iter()
+        .chain(crashes.iter().map(|c| &c.played))
+        .map(|p| p.exits.len())
+        .sum();
+    Ok(Checked {
+        verdicts,
+        processes,
+    })
+}
+
+/// The number of the first `dispatch` commit after the last push attempt
+/// for `p`, in the first process.
+fn commit_after_last_push(history: &History, p: &Published) -> Option<u32> {
+    let device = p.person.device();
+    let last = history
+        .events
+        .iter()
+        .rposition(|e| e.kind == Kind::Send && e.subject.as_deref() == Some(device.as_str()))?;
+    history.events[last..]
+        .iter()
+        .find(|e| e.kind == Kind::Commit && e.op.as_deref() == Some("dispatch") && e.process == 1)
+        .and_then(|e| e.nth)
+}
+
+type Rule = fn(&Scenario, &Played) -> std::result::Result<String, Finding>;
+
+/// Judges one property over the scenarios in order: the first that breaks
+/// it names the failure; if none does, the chapter's batch gives the evidence.
+fn judge(property: &str, scenarios: &[(&Scenario, &Played)], rule: Rule) -> Verdict {
+    let mut evidence = None;
+    for &(s, played) in scenarios {
+        if let Some(trouble) = played.trouble() {
+            return Finding {
+                evidence: trouble.clone(),
+                scenario: format!("{}:", s.name),
+                details: vec![format!("{trouble}.")],
+                seed: s.seed,
+                timeline: Vec::new(),
+            }
+            .verdict(property);
+        }
+        match rule(s, played) {
+            Ok(e) => {
+                evidence.get_or_insert(e);
+            }
+            Err(f) => return f.verdict(property),
+        }
+    }
+    Verdict::pass(property, evidence.unwrap_or_default())
+}
+
+/// "ada (event_cancelled, The picnic is cancelled)"
+fn about(p: &Published) -> String {
+    format!("{}'s {} \"{}\"", p.person.id, p.notice.kind, p.notice.text)
+}
+
+fn failing(s: &Scenario, evidence: String, details: Vec<String>) -> Finding {
+    Finding {
+        evidence,
+        scenario: format!("{}:", s.name),
+        details,
+        seed: s.seed,
+        timeline: Vec::new(),
+    }
+}
+
+fn told(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+    let important: Vec<&Published> = s
+        .published
+        .iter()
+        .filter(|p| p.important() && p.person.channel == "push")
+        .collect();
+    let untold: Vec<&&Published> = important
+        .iter()
+        .filter(|p| played.push_delivered_at(p).is_none() && played.emails_to(&p.person).is_empty())
+        .collect();
+    let tally = format!(
+        "{} of {} told",
+        important.len() - untold.len(),
+        important.len()
+    );
+    if untold.is_empty() {
+        return Ok(tally);
+    }
+    let details = untold
+        .iter()
+        .map(|p| {
+            format!(
+                "{} was never told: \"{}\". The push failed at {} and was dead-lettered; {}.",
+                p.person.id,
+                p.notice.text,
+                and_list(&played.push_attempts(p)),
+                played.no_email(p)
+            )
+        })
+        .collect();
+    Err(failing(s, tally, details))
+}
+
+fn one_each(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+    let dead: Vec<&Published> = s
+        .troubled()
+        .map(|(_, p)| p)
+        .filter(|p| p.important() && played.dead_lettered(p))
+        .collect();
+    let wrong: Vec<(&&Published, usize)> = dead
+        .iter()
+        .map(|p| (p, played.emails_to(&p.person).len()))
+        .filter(|&(_, n)| n != 1)
+        .collect();
+    let emails: usize = dead.iter().map(|p| played.emails_to(&p.person).len()).sum();
+    let tally = format!(
+        "{emails} email{} for {} dead-lettered push{}",
+        if emails == 1 { "" } else { "s" },
+        dead.len(),
+        if dead.len() == 1 { "" } else { "es" }
+    );
+    if wrong.is_empty() {
+        return Ok(tally);
+    }
+    let details = wrong
+        .iter()
+        .map(|(p, n)| match n {
+            0 => format!(
+                "{} was dead-lettered and {}: {} was never told.",
+                about(p),
+                played.no_email(p),
+                p.person.id
+            ),
+            n => format!(
+                "{} was dead-lettered and {} got {n} emails about it.",
+                about(p),
+                p.person.email()
+            ),
+        })
+        .collect();
+    Err(failing(s, tally, details))
+}
+
+fn important_only(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+    let others: Vec<&Published> = s
+        .troubled()
+        .map(|(_, p)| p)
+        .filter(|p| !p.important() && played.dead_lettered(p))
+        .collect();
+    let emailed: Vec<&&Published> = others
+        .iter()
+        .filter(|p| !played.emails_to(&p.person).is_empty())
+        .collect();
+    let tally = format!(
+        "{} email{} for {} other push{} dead-lettered",
+        emailed.len(),
+        if emailed.len() == 1 { "" } else { "s" },
+        others.len(),
+        if others.len() == 1 { "" } else { "es" }
+    );
+    if emailed.is_empty() {
+        return Ok(tally);
+    }
+    let details = emailed
+        .iter()
+        .map(|p| {
+            format!(
+                "{} was dead-lettered, and {} was emailed about it; only {} fall back.",
+                about(p),
+                p.person.email(),
+                IMPORTANT.join(", ")
+            )
+        })
+        .collect();
+    Err(failing(s, tally, details))
+}
+
+fn not_early(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+    let mut through = 0;
+    let mut details = Vec::new();
+    for p in s.published.iter().filter(|p| p.person.channel == "push") {
+        let emails = played.emails_to(&p.person);
+        let attempts = played.push_attempts(p);
+        match played.push_delivered_at(p) {
+            Some(at) => {
+                through += 1;
+                if let Some(&first) = emails.first() {
+                    details.push(format!(
+                        "{}: the push got through at {} (attempt {} of {}), yet an email went out at {}.",
+                        about(p),
+                        clock(at),
+                        attempts.iter().position(|&t| t == at).map_or(0, |i| i + 1),
+                        attempts.len(),
+                        clock(first)
+                    ));
+                }
+            }
+            None => {
+                let last = attempts.last().copied().unwrap_or(0);
+                if let Some(&early) = emails.iter().find(|&&t| t < last) {
+                    details.push(format!(
+                        "{}: an email went out at {}, before the push's last attempt at {}.",
+                        about(p),
+                        clock(early),
+                        clock(last)
+                    ));
+                }
+            }
+        }
+    }
+    let tally = format!("0 emails for {through} pushes that got through");
+    if details.is_empty() {
+        return Ok(tally);
+    }
+    Err(failing(
+        s,
+        format!("{} fell back too early", details.len()),
+        details,
+    ))
+}
+
+fn crash_verdict(s: &Scenario, normal: &Played, crashes: &[Crash]) -> Verdict {
+    if let Some(trouble) = normal.trouble() {
+        return Verdict::fail(
+            CRASH,
+            trouble.clone(),
+            format!("{}, played as is:", s.name),
+            vec![format!("{trouble}.")],
+        );
+    }
+    if crashes.is_empty() {
+        return Verdict::fail(
+            CRASH,
+            "no crash point".to_string(),
+            format!("{}, played as is:", s.name),
+            vec![
+                "no important push was dead-lettered, so there was nothing to crash after."
+                    .to_string(),
+            ],
+        );
+    }
+    for c in crashes {
+        let fault = c
+            .played
+            .fault
+            .as_ref()
+            .map(Fault::describe)
+            .unwrap_or_default();
+        let scenario = format!(
+            "{}, {fault}, the one after {}'s last push, then a restart:",
+            s.name,
+            c.push.person.device()
+        );
+        if let Some(trouble) = c.played.trouble() {
+            return Verdict::fail(
+                CRASH,
+                trouble.clone(),
+                scenario,
+                vec![format!("{trouble}.")],
+            );
+        }
+        let emails = c.played.emails_to(&c.push.person);
+        if emails.len() == 1 {
+            continue;
+        }
+        let (evidence, detail) = match emails.len() {
+            0 => (
+                "1 lost".to_string(),
+                format!(
+                    "{} was dead-lettered, then the process died; after the restart no email reached {}.",
+                    about(&c.push),
+                    c.push.person.email()
+                ),
+            ),
+            n => (
+                format!("{} told {n} times", c.push.person.id),
+                format!(
+                    "{} was dead-lettered, then the process died; after the restart {} got {n} emails.",
+                    about(&c.push),
+                    c.push.person.email()
+                ),
+            ),
+        };
+        let mut v = Verdict::fail(CRASH, evidence, scenario, vec![detail]);
+        v.timeline = crash_timeline(&c.played.history, &c.push, c.nth);
+        return v;
+    }
+    Verdict::pass(
+        CRASH,
+        format!(
+            "{} crash point{}",
+            crashes.len(),
+            if crashes.len() == 1 { "" } else { "s" }
+        ),
+    )
+}
+
+/// The events a learner needs to follow one crash: the person's publish and
+/// sends, the commit the process died after, the crash and the restart.
+fn crash_timeline(history: &History, p: &Published, nth: u32) -> Vec<Event> {
+    let device = p.person.device();
+    let email = p.person.email();
+    history
+        .events
+        .iter()
+        .filter(|e| {
+            let about = e.subject.as_deref() == Some(device.as_str())
+                || e.subject.as_deref() == Some(email.as_str());
+            let crash_commit = e.kind == Kind::Commit
+                && e.process == 1
+                && e.op.as_deref() == Some("dispatch")
+                && e.nth == Some(nth);
+            (about && e.kind != Kind::Return)
+                || crash_commit
+                || matches!(e.kind, Kind::Start | Kind::Crash | Kind::Panic)
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_random_batch_has_an_important_push_that_cannot_get_through() {
+        for seed in 1..50 {
+            let s = Scenario::random(seed);
+            assert!(s.troubled().any(|(h, p)| p.important()
+                && matches!(h.trouble, Trouble::Unreachable | Trouble::Rejected)));
+        }
+    }
+}

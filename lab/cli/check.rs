@@ -1,0 +1,322 @@
+//! `notify check N` and `notify check --all`: grade cases and remember the
+//! verdicts of the learner's files.
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use colored::Colorize;
+use serde::Serialize;
+
+use super::{
+    does_not_compile, file_of, prepare, Prepared, Which, EXIT_ERROR, EXIT_FAIL, EXIT_PASS,
+};
+use crate::chapter::{fingerprint, Chapter, CheckOptions, DEFAULT_SEEDS};
+use crate::progress::Progress;
+use crate::report::CheckReport;
+
+/// How `check` was asked to run.
+pub(super) struct Options {
+    pub which: Which,
+    pub seed: Option<u64>,
+    pub timeout: Duration,
+    pub json: bool,
+}
+
+impl Options {
+    /// Only a full check of the learner's own file counts as progress.
+    fn records_progress(&self) -> bool {
+        self.which.is_learners() && self.seed.is_none()
+    }
+}
+
+/// What came of grading one chapter.
+pub(super) enum Graded {
+    Report(CheckReport),
+    /// The case does not compile: the compiler's errors.
+    DoesNotCompile(String),
+}
+
+/// Builds and grades `chapter`'s case, and records the verdict of the
+/// learner's file in the progress file.
+pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result<Graded> {
+    let started = Instant::now();
+    // Fingerprint the file before building it, so the verdict is recorded
+    // for the version that was built even if it is saved again meanwhile.
+    let version = std::fs::read(root.join(chapter.case_file))
+        .map(|bytes| fingerprint(&bytes))
+        .ok();
+    let case = match prepare(root, chapter, &options.which, options.timeout)? {
+        Prepared::Ready(case) => case,
+        Prepared::DoesNotCompile(errors) => {
+            if options.records_progress() {
+                remember(root, chapter, version, false);
+            }
+            return Ok(Graded::DoesNotCompile(errors));
+        }
+    };
+    let check_options = CheckOptions {
+        seeds: options
+            .seed
+            .map(|s| vec![s])
+            .unwrap_or_else(|| DEFAULT_SEEDS.to_vec()),
+    };
+    let checked = (chapter.check)(&case, &check_options)?;
+    let report = CheckReport {
+        chapter: chapter.number,
+        title: chapter.title.to_string(),
+        case: case.name.clone(),
+        file: file_of(chapter, &options.which)?.to_string(),
+        passed: checked.verdicts.iter().all(|v| v.pass),
+        verdicts: checked.verdicts,
+        processes: checked.processes,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    if options.records_progress() {
+        remember(root, chapter, version, report.passed);
+    }
+    Ok(Graded::Report(report))
+}
+
+/// Checks that run at once take turns at the progress file.
+static PROGRESS_FILE: Mutex<()> = Mutex::new(());
+
+fn remember(root: &Path, chapter: &Chapter, version: Option<u64>, passed: bool) {
+    let Some(version) = version else { return };
+    let _turn = PROGRESS_FILE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut progress = Progress::load(root);
+    if let Err(err) = progress.record_version(chapter, version, passed) {
+        eprintln!("note: progress not saved: {err:#}");
+    }
+}
+
+/// `notify check N`.
+pub(super) fn one(root: &Path, chapter: &Chapter, options: &Options) -> Result<i32> {
+    match grade(root, chapter, options)? {
+        Graded::DoesNotCompile(errors) => {
+            eprint!("{errors}");
+            eprintln!("{}", does_not_compile(chapter, &options.which)?);
+            Ok(EXIT_ERROR)
+        }
+        Graded::Report(report) => {
+            if options.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.render());
+            }
+            Ok(if report.passed { EXIT_PASS } else { EXIT_FAIL })
+        }
+    }
+}
+
+/// One chapter's line in `notify check --all`.
+#[derive(Serialize)]
+struct Row {
+    chapter: u32,
+    title: String,
+    file: String,
+    /// "pass", "fail", or "error" (the case could not be built or checked).
+    verdict: &'static str,
+    /// Properties that held, of `properties`.
+    held: usize,
+    properties: usize,
+    seconds: f64,
+    /// The full report, when the case could be checked.
+    report: Option<CheckReport>,
+    /// Why the case could not be checked.
+    error: Option<String>,
+}
+
+/// What `notify check --all --json` prints.
+#[derive(Serialize)]
+struct Summary {
+    passed: bool,
+    seconds: f64,
+    chapters: Vec<Row>,
+}
+
+/// How many checks run at once. A check already plays its scenarios on
+/// every core, and some chapters judge real elapsed time, so checks run one
+/// after another unless the machine has cores to spare: one check per four
+/// cores (on a 2-core machine, one at a time).
+fn jobs(chapters: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 4).clamp(1, chapters.max(1))
+}
+
+/// `notify check --all`: every chapter in order, a summary table, exit 1 if
+/// any fails and 2 if any could not be built or checked.
+pub(super) fn all(root: &Path, chapters: &[Chapter], options: &Options) -> Result<i32> {
+    let started = Instant::now();
+    let jobs = jobs(chapters.len());
+    if !options.json {
+        println!(
+            "{}",
+            format!(
+                "  #  {:<40} {:>5}  {:<7} {:>7}",
+                "chapter", "held", "verdict", "seconds"
+            )
+            .bold()
+        );
+    }
+    let mut rows: Vec<Option<Row>> = chapters.iter().map(|_| None).collect();
+    let next = Mutex::new(0usize);
+    let (tx, rx) = mpsc::channel::<(usize, Row)>();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || loop {
+                let i = {
+                    let mut next = next.lock().expect("no check panics while holding it");
+                    let i = *next;
+                    *next += 1;
+                    i
+                };
+                let Some(chapter) = chapters.get(i) else {
+                    break;
+                };
+                // A check that panics is that chapter's error, not the end
+                // of the others' checks.
+                let row =
+                    std::panic::catch_unwind(AssertUnwindSafe(|| row(root, chapter, options)))
+                        .unwrap_or_else(|_| panicked(chapter, options));
+                if tx.send((i, row)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        // Print each row as soon as every row above it is in.
+        let mut shown = 0;
+        for (i, row) in rx {
+            rows[i] = Some(row);
+            while let Some(Some(row)) = rows.get(shown) {
+                if !options.json {
+                    print_row(row);
+                }
+                shown += 1;
+            }
+        }
+    });
+    let rows: Vec<Row> = rows.into_iter().flatten().collect();
+    let summary = Summary {
+        passed: rows.iter().all(|r| r.verdict == "pass"),
+        seconds: started.elapsed().as_secs_f64(),
+        chapters: rows,
+    };
+    if options.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_tail(&summary);
+    }
+    Ok(if summary.chapters.iter().any(|r| r.verdict == "error") {
+        EXIT_ERROR
+    } else if summary.passed {
+        EXIT_PASS
+    } else {
+        EXIT_FAIL
+    })
+}
+
+fn panicked(chapter: &Chapter, options: &Options) -> Row {
+    Row {
+        error: Some(format!(
+            "the check of case {} stopped on an internal error (above)",
+            chapter.number
+        )),
+        ..empty_row(chapter, options)
+    }
+}
+
+fn empty_row(chapter: &Chapter, options: &Options) -> Row {
+    Row {
+        chapter: chapter.number,
+        title: chapter.title.to_string(),
+        file: file_of(chapter, &options.which)
+            .unwrap_or(chapter.case_file)
+            .to_string(),
+        verdict: "error",
+        held: 0,
+        properties: 0,
+        seconds: 0.0,
+        report: None,
+        error: None,
+    }
+}
+
+fn row(root: &Path, chapter: &Chapter, options: &Options) -> Row {
+    let started = Instant::now();
+    let mut row = empty_row(chapter, options);
+    match grade(root, chapter, options) {
+        Ok(Graded::Report(report)) => {
+            row.verdict = if report.passed { "pass" } else { "fail" };
+            row.held = report.verdicts.iter().filter(|v| v.pass).count();
+            row.properties = report.verdicts.len();
+            row.report = Some(report);
+        }
+        Ok(Graded::DoesNotCompile(errors)) => {
+            eprint!("{errors}");
+            row.error = Some(format!(
+                "case {} does not compile: fix the errors in {}",
+                chapter.number, row.file
+            ));
+        }
+        Err(err) => row.error = Some(format!("{err:#}")),
+    }
+    row.seconds = started.elapsed().as_secs_f64();
+    row
+}
+
+fn print_row(row: &Row) {
+    // Pad before colouring: escape codes would count as width.
+    let (held, verdict) = match row.verdict {
+        "pass" => (
+            format!("{}/{}", row.held, row.properties),
+            format!("{:<7}", "PASS").green().bold(),
+        ),
+        "fail" => (
+            format!("{}/{}", row.held, row.properties),
+            format!("{:<7}", "FAIL").red().bold(),
+        ),
+        _ => ("-".to_string(), format!("{:<7}", "ERROR").red().bold()),
+    };
+    println!(
+        "{:>3}  {:<40} {held:>5}  {verdict} {:>7.1}",
+        row.chapter, row.title, row.seconds
+    );
+}
+
+fn print_tail(summary: &Summary) {
+    println!();
+    for row in &summary.chapters {
+        if let Some(error) = &row.error {
+            println!("{} {error}", "error:".red().bold());
+        }
+        let Some(report) = &row.report else { continue };
+        if report.passed {
+            continue;
+        }
+        println!(
+            "{} (details: notify check {}):",
+            format!("case {} fails", row.chapter).red(),
+            row.chapter
+        );
+        for v in report.verdicts.iter().filter(|v| !v.pass) {
+            println!("  {}  {} ({})", "FAIL".red().bold(), v.property, v.evidence);
+        }
+    }
+    let passing = summary
+        .chapters
+        .iter()
+        .filter(|r| r.verdict == "pass")
+        .count();
+    println!(
+        "{passing} of {} chapters pass; {:.1} s",
+        summary.chapters.len(),
+        summary.seconds
+    );
+}

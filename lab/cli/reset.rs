@@ -1,0 +1,167 @@
+//! `notify reset N` and `notify reset --all`: put cases back as shipped.
+//!
+//! Nothing is ever lost: the learner's file is first copied to
+//! `.notify/backups/<time>/<case file>`. The shipped version comes from the
+//! workshop itself (`checks/caseNN/shipped.rs`), not from git, and is only
+//! used when its fingerprint is the one the chapter registers.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+
+use super::ask::{confirm, Answer};
+use super::{data_file, EXIT_ERROR, EXIT_PASS};
+use crate::chapter::{fingerprint, Chapter};
+
+/// Where the shipped copy of `chapter`'s case is kept, relative to the root.
+pub(super) fn shipped_file(chapter: &Chapter) -> String {
+    data_file(chapter, "shipped.rs")
+}
+
+/// The shipped case of `chapter`, checked against its registered fingerprint.
+pub(super) fn shipped(root: &Path, chapter: &Chapter) -> Result<Vec<u8>> {
+    let file = shipped_file(chapter);
+    let bytes = std::fs::read(root.join(&file)).with_context(|| {
+        format!(
+            "could not read {file}, the shipped version of case {}",
+            chapter.number
+        )
+    })?;
+    if fingerprint(&bytes) != chapter.shipped_hash {
+        bail!(
+            "{file} is not the version of {} that case {} was shipped with, so it is not used",
+            chapter.case_file,
+            chapter.number
+        );
+    }
+    Ok(bytes)
+}
+
+/// Resets `chapters` (one, or all of them), asking first unless `yes`.
+pub(super) fn reset(root: &Path, chapters: &[&Chapter], yes: bool) -> Result<i32> {
+    // Read every shipped copy before touching anything.
+    let mut todo = Vec::new();
+    for chapter in chapters {
+        let shipped = shipped(root, chapter)?;
+        let current = std::fs::read(root.join(chapter.case_file)).ok();
+        if current.as_deref() == Some(&shipped[..]) {
+            println!(
+                "case {}: {} is as shipped already.",
+                chapter.number, chapter.case_file
+            );
+        } else {
+            todo.push((*chapter, shipped, current));
+        }
+    }
+    if todo.is_empty() {
+        return Ok(EXIT_PASS);
+    }
+    if !yes {
+        let files: Vec<&str> = todo.iter().map(|(c, _, _)| c.case_file).collect();
+        let question = format!(
+            "This puts back the shipped {}. Your version is saved in .notify/backups/ first. Reset? [y/N]",
+            files.join(", ")
+        );
+        match confirm(&question)? {
+            Answer::Yes => {}
+            Answer::No => {
+                println!("nothing was reset.");
+                return Ok(EXIT_PASS);
+            }
+            Answer::NobodyToAsk => {
+                eprintln!(
+                    "error: reset asks before replacing {}, and there is no terminal to ask on.\nAdd --yes to reset without asking (your version is saved in .notify/backups/ first).",
+                    files.join(", ")
+                );
+                return Ok(EXIT_ERROR);
+            }
+        }
+    }
+    let backups = backup_folder(root)?;
+    for (chapter, shipped, current) in todo {
+        let target = root.join(chapter.case_file);
+        if let Some(current) = current {
+            let saved = backups.join(chapter.case_file);
+            let folder = saved.parent().expect("a case file is in a folder");
+            std::fs::create_dir_all(folder).with_context(|| {
+                format!("could not create the backup folder {}", folder.display())
+            })?;
+            std::fs::write(&saved, current)
+                .with_context(|| format!("could not save your case in {}", saved.display()))?;
+            println!(
+                "case {}: saved your {} in {}",
+                chapter.number,
+                chapter.case_file,
+                relative(root, &saved)
+            );
+        }
+        std::fs::write(&target, shipped)
+            .with_context(|| format!("could not write {}", target.display()))?;
+        println!(
+            "case {}: {} is back as shipped.",
+            chapter.number, chapter.case_file
+        );
+    }
+    Ok(EXIT_PASS)
+}
+
+/// A new folder `.notify/backups/<UTC time>` (with a suffix when two resets
+/// fall in the same second).
+fn backup_folder(root: &Path) -> Result<PathBuf> {
+    let seconds = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let base = root.join(".notify").join("backups");
+    let stamp = timestamp(seconds);
+    let mut folder = base.join(&stamp);
+    let mut n = 1;
+    while folder.exists() {
+        n += 1;
+        folder = base.join(format!("{stamp}-{n}"));
+    }
+    std::fs::create_dir_all(&folder)
+        .with_context(|| format!("could not create the backup folder {}", folder.display()))?;
+    Ok(folder)
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// `seconds` since 1970 as a UTC time that sorts by name: `20260131-235959`.
+fn timestamp(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let secs = seconds % 86_400;
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timestamp;
+
+    #[test]
+    fn timestamps_are_utc_civil_times() {
+        assert_eq!(timestamp(0), "19700101-000000");
+        assert_eq!(timestamp(951_782_400), "20000229-000000");
+        assert_eq!(timestamp(1_767_225_599), "20251231-235959");
+    }
+}

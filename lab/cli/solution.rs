@@ -1,0 +1,84 @@
+//! `notify solution N`: the reference solution, as a diff against the
+//! learner's file.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use colored::Colorize;
+use similar::{ChangeTag, TextDiff};
+
+use super::ask::{confirm, Answer};
+use super::{variant, EXIT_ERROR, EXIT_PASS};
+use crate::chapter::Chapter;
+use crate::progress::{Progress, Status};
+
+/// Prints how the reference solution differs from the learner's case file,
+/// asking first (unless `yes`) when the case does not pass yet.
+pub(super) fn solution(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32> {
+    let reference = variant(chapter, "solution")?;
+    let status = Progress::load(root).status(root, chapter);
+    if status != Status::Passing && !yes {
+        let question = format!(
+            "Case {} does not pass yet, and `notify hint {}` may be all you need. Show the solution anyway? [y/N]",
+            chapter.number, chapter.number
+        );
+        match confirm(&question)? {
+            Answer::Yes => {}
+            Answer::No => return Ok(EXIT_PASS),
+            Answer::NobodyToAsk => {
+                eprintln!(
+                    "error: case {} does not pass yet, and there is no terminal to ask whether to show its solution anyway.\nAdd --yes to see it.",
+                    chapter.number
+                );
+                return Ok(EXIT_ERROR);
+            }
+        }
+    }
+    let theirs_path = root.join(reference.file);
+    let theirs = std::fs::read_to_string(&theirs_path).with_context(|| {
+        format!(
+            "could not read the reference solution {}",
+            theirs_path.display()
+        )
+    })?;
+    // A missing case file diffs as empty: the whole solution is added.
+    let yours = std::fs::read_to_string(root.join(chapter.case_file)).unwrap_or_default();
+    if yours == theirs {
+        println!(
+            "{} is the reference solution, line for line.",
+            chapter.case_file
+        );
+        return Ok(EXIT_PASS);
+    }
+    let diff = TextDiff::from_lines(&yours, &theirs);
+    println!(
+        "{}",
+        format!("--- {} (yours)", chapter.case_file).red().bold()
+    );
+    println!(
+        "{}",
+        format!("+++ {} (the reference solution)", reference.file)
+            .green()
+            .bold()
+    );
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        println!("{}", hunk.header().to_string().cyan());
+        for change in hunk.iter_changes() {
+            let line = format!("{}{}", change.tag(), change.value());
+            let line = line.strip_suffix('\n').unwrap_or(&line);
+            match change.tag() {
+                ChangeTag::Delete => println!("{}", line.red()),
+                ChangeTag::Insert => println!("{}", line.green()),
+                ChangeTag::Equal => println!("{line}"),
+            }
+            if change.missing_newline() {
+                println!("\\ No newline at end of file");
+            }
+        }
+    }
+    println!(
+        "\nThis is one way to make every property hold; any version `notify check {}` passes is right.",
+        chapter.number
+    );
+    Ok(EXIT_PASS)
+}

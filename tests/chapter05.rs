@@ -1,0 +1,196 @@
+//! Chapter 5 end to end: the story `run` tells, and the grading matrix of
+//! `check` over the shipped case, the reference and the catalogued wrong fixes.
+
+mod common;
+
+use common::{check_json, notify, pattern, stdout};
+
+const SHIPPED_STORY: &str = "\
+6 people are told \"Book club: Thursday 19:00 it is\"
+the provider fails dana's email and hal's push once and eli's email twice,
+fay's mail server is down for good, and gus's address does not exist
+the dispatcher wakes every 2 s, for 12 minutes of simulated time
+
+  channel  recipient         attempts   row
+  email    dana@example.com  0:00 503   FAILED
+  email    eli@example.com   0:00 503   FAILED
+  email    fay@example.com   0:00 503   FAILED
+  email    gus@example.com   0:00 422   FAILED
+  push     hal-phone         0:00 503   FAILED
+  push     ivy-phone         0:00 sent  SENT
+
+delivered: 1 of 6
+dead letters: 5
+  dana@example.com  1 attempt   provider unavailable: the email provider answered 503
+  eli@example.com   1 attempt   provider unavailable: the email provider answered 503
+  fay@example.com   1 attempt   provider unavailable: the email provider answered 503
+  gus@example.com   1 attempt   rejected for good: the email provider answered 422: it will not deliver to gus@example.com
+  hal-phone         1 attempt   provider unavailable: the push provider answered 503
+dead-lettered, though a later attempt would have gone through: 3
+  dana@example.com failed once, eli@example.com failed twice, hal-phone failed once
+";
+
+const SOLUTION_STORY: &str = "\
+6 people are told \"Book club: Thursday 19:00 it is\"
+the provider fails dana's email and hal's push once and eli's email twice,
+fay's mail server is down for good, and gus's address does not exist
+the dispatcher wakes every 2 s, for 12 minutes of simulated time
+
+  channel  recipient         attempts                                row
+  email    dana@example.com  0:00 503, 0:06 sent                     SENT
+  email    eli@example.com   0:00 503, 0:06 503, 0:36 sent           SENT
+  email    fay@example.com   0:00 503, 0:06 503, 0:36 503, 5:36 503  FAILED
+  email    gus@example.com   0:00 422                                FAILED
+  push     hal-phone         0:00 503, 0:06 sent                     SENT
+  push     ivy-phone         0:00 sent                               SENT
+
+delivered: 4 of 6
+dead letters: 2
+  fay@example.com   4 attempts  provider unavailable: the email provider answered 503
+  gus@example.com   1 attempt   rejected for good: the email provider answered 422: it will not deliver to gus@example.com
+";
+
+#[test]
+fn run_shows_rows_dead_lettered_after_one_failure() {
+    let out = notify(&["run", "5"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), SHIPPED_STORY);
+}
+
+#[test]
+fn run_after_the_fix_shows_retries_at_growing_gaps() {
+    let out = notify(&["run", "5", "--solution"]);
+    assert_eq!(stdout(&out), SOLUTION_STORY);
+}
+
+/// The verdicts of `check 5` with `args`, and the report.
+fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
+    let mut all = vec!["5"];
+    all.extend_from_slice(args);
+    let (code, report) = check_json(&all);
+    (code, pattern(&report), report)
+}
+
+#[test]
+fn the_shipped_case_drops_flaky_rows_and_never_retries() {
+    let (code, pattern, report) = check(&[]);
+    assert_eq!(pattern, "FAIL FAIL PASS PASS");
+    assert_eq!(code, 1);
+    let v = &report["verdicts"];
+    assert_eq!(v[0]["evidence"], "1 of 4 delivered");
+    assert_eq!(v[0]["scenario"], "the chapter's batch:");
+    assert_eq!(v[1]["evidence"], "1 attempt, then FAILED");
+    assert_eq!(v[2]["evidence"], "1 attempt, then FAILED");
+    assert_eq!(v[3]["evidence"], "0 retries, none early");
+}
+
+#[test]
+fn the_reference_solution_passes_everything() {
+    let (code, pattern, report) = check(&["--solution"]);
+    assert_eq!(pattern, "PASS PASS PASS PASS");
+    assert_eq!(code, 0);
+    assert_eq!(report["verdicts"][1]["evidence"], "4 attempts, then FAILED");
+}
+
+#[test]
+fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
+    let (_, pattern, report) = check(&["--variant", "immediate-retry"]);
+    assert_eq!(pattern, "PASS FAIL PASS FAIL");
+    assert_eq!(
+        report["verdicts"][1]["evidence"],
+        "4 attempts at the wrong gaps"
+    );
+}
+
+#[test]
+fn retrying_forever_never_dead_letters() {
+    let (_, pattern, report) = check(&["--variant", "unlimited-retries"]);
+    assert_eq!(pattern, "PASS FAIL PASS PASS");
+    assert_eq!(
+        report["verdicts"][1]["evidence"],
+        "5 attempts, then PENDING"
+    );
+}
+
+#[test]
+fn retrying_a_rejection_fails_the_rejection_property() {
+    let (_, pattern, report) = check(&["--variant", "retry-rejections"]);
+    assert_eq!(pattern, "PASS PASS FAIL PASS");
+    assert_eq!(report["verdicts"][2]["evidence"], "4 attempts, then FAILED");
+}
+
+#[test]
+fn a_gap_from_the_wrong_count_gives_three_attempts() {
+    let (_, pattern, report) = check(&["--variant", "gap-off-by-one"]);
+    assert_eq!(pattern, "PASS FAIL PASS PASS");
+    assert_eq!(report["verdicts"][1]["evidence"], "3 attempts, then FAILED");
+}
+
+#[test]
+fn a_dead_letter_must_keep_the_providers_error() {
+    let (_, pattern, report) = check(&["--variant", "error-not-kept"]);
+    assert_eq!(pattern, "PASS FAIL FAIL PASS");
+    let details = report["verdicts"][1]["details"].to_string();
+    assert!(details.contains("gave up after 4 attempts"), "{details}");
+}
+
+#[test]
+fn retrying_at_every_wake_up_is_early() {
+    let (_, pattern, _) = check(&["--variant", "every-wake-up"]);
+    assert_eq!(pattern, "PASS FAIL PASS FAIL");
+}
+
+#[test]
+fn a_timeout_is_retried_not_dead_lettered() {
+    let (_, pattern, report) = check(&["--variant", "timeout-is-permanent"]);
+    assert_eq!(pattern, "FAIL PASS PASS PASS");
+    let v = &report["verdicts"][0];
+    assert!(v["scenario"].as_str().unwrap().contains("times out"));
+    assert!(!v["timeline"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn attempts_counted_in_memory_fail_after_a_restart() {
+    let (code, _, report) = check(&["--variant", "attempts-in-memory"]);
+    assert_eq!(code, 1);
+    let dead = &report["verdicts"][1];
+    assert_eq!(dead["pass"], false);
+    let scenario = dead["scenario"].as_str().unwrap();
+    assert!(scenario.contains("restarted"), "{scenario}");
+    // The chapter's batch never restarts: the failure names a seed to replay.
+    let seed = dead["seed"].as_u64().expect("a random batch's seed");
+    let (_, _, replay) = check(&[
+        "--variant",
+        "attempts-in-memory",
+        "--seed",
+        &seed.to_string(),
+    ]);
+    assert_eq!(replay["verdicts"][1]["pass"], false);
+    assert_eq!(replay["verdicts"][1]["seed"].as_u64(), Some(seed));
+}
+
+/// A report without its timings, which no verdict depends on.
+fn without_timings(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
+            .map(|(k, v)| (k, without_timings(v)))
+            .collect(),
+        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
+        other => other,
+    }
+}
+
+#[test]
+fn verdicts_are_the_same_on_every_run() {
+    for args in [&[][..], &["--variant", "attempts-in-memory"]] {
+        let (_, _, first) = check(args);
+        let (_, _, second) = check(args);
+        assert_eq!(
+            without_timings(first),
+            without_timings(second),
+            "check 5 {args:?} changed its mind"
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! Chapter 7 end to end: the story `run` tells, the grading matrix of
+//! `check` over the shipped case, the reference and the catalogued wrong
+//! fixes, and `try breaker`. Everything runs on simulated time, so every
+//! figure but the check's wall time is exact; no test asserts a timing.
+
+mod common;
+
+use common::{check_json, notify, pattern, stdout};
+
+const SHIPPED_STORY: &str = "\
+the email provider is down from 0:00 to 10:00; push keeps working
+43 notifications for 14 people: 24 at 0:00, then one every 30 s until 9:30
+the dispatcher wakes every 2 s and retries a failed send after 5 s, 30 s and 5 min
+
+           rows  delivered  dead-lettered  sends while down
+  email      33          3             26               124
+  push       10         10              0                 -
+
+26 emails will never be sent; every attempt came while the provider was down:
+  ada@example.com    Sam commented on the picnic              tried at 0:00, 0:06, 0:36, 5:36
+  ben@example.com    Sam commented on the picnic              tried at 0:00, 0:06, 0:36, 5:36
+  cleo@example.com   Sam commented on the picnic              tried at 0:00, 0:06, 0:36, 5:36
+  dev@example.com    Sam commented on the picnic              tried at 0:00, 0:06, 0:36, 5:36
+  emma@example.com   Sam commented on the picnic              tried at 0:00, 0:06, 0:36, 5:36
+  ... and 21 more
+
+the last email waiting went out at 11:06, 1 min 6 s after the provider came back
+";
+
+#[test]
+fn run_shows_the_outage_dead_lettering_the_backlog() {
+    let out = notify(&["run", "7"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), SHIPPED_STORY);
+}
+
+#[test]
+fn run_with_the_breaker_delivers_everything_after_the_outage() {
+    let text = stdout(&notify(&["run", "7", "--solution"]));
+    assert!(
+        text.contains("  email      33         33              0                24\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  push       10         10              0                 -\n"),
+        "{text}"
+    );
+    assert!(!text.contains("will never be sent"), "{text}");
+}
+
+/// The verdicts that failed, by position.
+fn failed(report: &serde_json::Value) -> Vec<usize> {
+    report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| !v["pass"].as_bool().unwrap())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn the_shipped_case_dead_letters_and_hammers_the_provider() {
+    let (code, report) = check_json(&["7"]);
+    assert_eq!(pattern(&report), "FAIL FAIL FAIL PASS PASS");
+    assert_eq!(code, 1);
+    let v = &report["verdicts"];
+    assert_eq!(v[0]["evidence"], "26 of 43 rows");
+    assert_eq!(v[1]["evidence"], "13 of 43 delivered");
+    assert_eq!(v[2]["evidence"], "124 attempts in 10 min, at most 30");
+    assert_eq!(v[3]["evidence"], "10 of 10 pushes within 10 s");
+    let scenario = v[0]["scenario"].as_str().unwrap();
+    assert!(scenario.starts_with("the chapter's batch"), "{scenario}");
+    assert!(v[0]["seed"].is_null());
+}
+
+#[test]
+fn the_reference_solution_passes_everything() {
+    let (code, report) = check_json(&["7", "--solution"]);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS");
+    assert_eq!(code, 0);
+    assert_eq!(
+        report["verdicts"][2]["evidence"],
+        "24 attempts in 10 min, at most 30"
+    );
+}
+
+#[test]
+fn one_breaker_for_every_channel_holds_back_push() {
+    let (code, report) = check_json(&["7", "--variant", "global-breaker"]);
+    assert_eq!(code, 1);
+    assert!(failed(&report).contains(&3), "{report}");
+    let details = report["verdicts"][3]["details"].to_string();
+    assert!(details.contains("10 min 2 s later"), "{details}");
+}
+
+#[test]
+fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
+    let (_, report) = check_json(&["7", "--variant", "probe-flood"]);
+    assert_eq!(pattern(&report), "FAIL FAIL FAIL PASS PASS");
+}
+
+#[test]
+fn an_open_breaker_that_charges_attempts_still_dead_letters() {
+    let (_, report) = check_json(&["7", "--variant", "open-consumes-attempts"]);
+    assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS");
+}
+
+#[test]
+fn a_breaker_with_no_minimum_opens_on_one_failure() {
+    let (_, report) = check_json(&["7", "--variant", "no-minimum"]);
+    assert_eq!(pattern(&report), "PASS PASS PASS FAIL FAIL");
+    assert_eq!(report["verdicts"][4]["evidence"], "retried after 30 s");
+}
+
+#[test]
+fn a_breaker_that_forgets_between_wake_ups_protects_nothing() {
+    let (_, report) = check_json(&["7", "--variant", "forgetful-breaker"]);
+    assert_eq!(pattern(&report), "FAIL FAIL FAIL PASS PASS");
+}
+
+#[test]
+fn a_failed_probe_that_does_not_reopen_probes_every_wake_up() {
+    let (_, report) = check_json(&["7", "--variant", "probe-every-tick"]);
+    assert_eq!(pattern(&report), "PASS PASS FAIL PASS PASS");
+}
+
+#[test]
+fn probes_that_cost_their_rows_attempts_dead_letter_a_small_backlog() {
+    let (_, report) = check_json(&["7", "--variant", "probe-charges-row"]);
+    assert_eq!(failed(&report), [0, 1]);
+    let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
+    assert!(scenario.starts_with("the long push outage"), "{scenario}");
+}
+
+#[test]
+fn a_breaker_for_email_only_fails_when_push_goes_down() {
+    let (code, report) = check_json(&["7", "--variant", "email-only"]);
+    assert_eq!(code, 1);
+    assert!(failed(&report).contains(&0), "{report}");
+    let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
+    assert!(scenario.contains("the push provider is down"), "{scenario}");
+}
+
+#[test]
+fn a_random_batch_replays_by_its_seed() {
+    // Seed 1 takes the push provider down: the email-only breaker lets the
+    // dispatcher hammer it.
+    let (_, report) = check_json(&["7", "--variant", "email-only", "--seed", "1"]);
+    let attempts = &report["verdicts"][2];
+    assert_eq!(attempts["pass"], false);
+    assert_eq!(attempts["seed"].as_u64(), Some(1));
+    let scenario = attempts["scenario"].as_str().unwrap();
+    assert!(scenario.starts_with("random batch (seed 1)"), "{scenario}");
+}
+
+/// A report without its timings, which no verdict depends on.
+fn without_timings(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
+            .map(|(k, v)| (k, without_timings(v)))
+            .collect(),
+        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
+        other => other,
+    }
+}
+
+#[test]
+fn verdicts_are_the_same_on_every_run() {
+    for args in [&["7"][..], &["7", "--variant", "global-breaker"]] {
+        let (_, first) = check_json(args);
+        let (_, second) = check_json(args);
+        assert_eq!(
+            without_timings(first),
+            without_timings(second),
+            "check {args:?} changed its mind"
+        );
+    }
+}
+
+#[test]
+fn try_breaker_draws_both_runs_the_same_every_time() {
+    let first = notify(&["try", "breaker"]);
+    assert_eq!(first.status.code(), Some(0));
+    let text = stdout(&first);
+    assert!(text.contains("without the breaker"), "{text}");
+    assert!(text.contains("with the breaker"), "{text}");
+    assert!(text.contains(" 0 dead-lettered"), "{text}");
+    assert_eq!(text, stdout(&notify(&["try", "breaker"])));
+
+    let json = notify(&["try", "breaker", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(doc["with"]["dead"], 0);
+    assert!(doc["without"]["dead"].as_u64().unwrap() > 0);
+    assert_eq!(doc["minutes"].as_array().unwrap().len(), 18);
+}
