@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use colored::Colorize;
 use serde::Serialize;
 
+use super::chart::{bar, clock};
 use crate::clock::{MINUTE, SECOND};
 use crate::rng::Rng;
 
@@ -200,20 +201,6 @@ pub fn measure() -> Report {
     }
 }
 
-/// A bar of `value` on a scale where `max` fills [`BAR_WIDTH`], in eighths.
-fn bar(value: usize, max: usize) -> String {
-    if value == 0 || max == 0 {
-        return String::new();
-    }
-    const EIGHTHS: [char; 8] = ['▏', '▎', '▍', '▌', '▋', '▊', '▉', '█'];
-    let eighths = (value * BAR_WIDTH * 8).div_ceil(max).max(1);
-    let mut out = "█".repeat(eighths / 8);
-    if !eighths.is_multiple_of(8) {
-        out.push(EIGHTHS[eighths % 8 - 1]);
-    }
-    out
-}
-
 /// The chart `notify try backoff` prints, ending in a newline.
 pub fn render(report: &Report) -> String {
     let max = report
@@ -255,7 +242,7 @@ pub fn render(report: &Report) -> String {
             let n = run.attempts[b];
             line.push_str(&format!(
                 "{:<w$}{:>5}   ",
-                bar(n, max),
+                bar(n, max, BAR_WIDTH),
                 if n == 0 { String::new() } else { n.to_string() },
                 w = BAR_WIDTH
             ));
@@ -301,20 +288,13 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// `m:ss`.
-fn clock(ms: i64) -> String {
-    let s = ms / SECOND;
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
 /// `notify try backoff`: plays every policy, then prints the chart (or
 /// JSON). The run is simulated, so `--iterations` and `--journal` change
 /// nothing.
 pub fn run(json: bool) -> Result<i32> {
     let report = measure();
     let text = if json {
-        let mut text = serde_json::to_string_pretty(&report)
-            .context("could not turn the experiment's figures into JSON")?;
+        let mut text = super::to_json(&report)?;
         text.push('\n');
         text
     } else {

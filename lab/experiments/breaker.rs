@@ -14,10 +14,11 @@
 
 use std::collections::VecDeque;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use colored::Colorize;
 use serde::Serialize;
 
+use super::chart::{bar, clock};
 use crate::clock::{MINUTE, SECOND};
 
 /// The dispatcher wakes this often.
@@ -255,20 +256,6 @@ pub fn measure() -> Report {
     }
 }
 
-/// A bar of `value` on a scale where `max` fills [`BAR_WIDTH`], in eighths.
-fn bar(value: usize, max: usize) -> String {
-    if value == 0 || max == 0 {
-        return String::new();
-    }
-    const EIGHTHS: [char; 8] = ['▏', '▎', '▍', '▌', '▋', '▊', '▉', '█'];
-    let eighths = (value * BAR_WIDTH * 8).div_ceil(max).max(1);
-    let mut out = "█".repeat(eighths / 8);
-    if let Some(part) = (eighths % 8).checked_sub(1) {
-        out.push(EIGHTHS[part]);
-    }
-    out
-}
-
 /// The chart `notify try breaker` prints, ending in a newline.
 pub fn render(report: &Report) -> String {
     let max = report
@@ -296,7 +283,7 @@ pub fn render(report: &Report) -> String {
     let cell = |m: &Minute| {
         format!(
             "{:<w$} {:>4} {:>8} {:>5}",
-            bar(m.sends, max),
+            bar(m.sends, max, BAR_WIDTH),
             m.sends,
             m.waiting,
             m.dead,
@@ -353,23 +340,10 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// `m:ss`.
-fn clock(ms: i64) -> String {
-    let s = ms / SECOND;
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
 /// `notify try breaker`: plays both runs, then prints the chart (or JSON).
 /// The run is simulated, so `--iterations` and `--journal` change nothing.
 pub fn run(json: bool) -> Result<i32> {
-    let report = measure();
-    if json {
-        let text = serde_json::to_string_pretty(&report)
-            .context("could not turn the experiment's figures into JSON")?;
-        println!("{text}");
-    } else {
-        print!("{}", render(&report));
-    }
+    super::print(&measure(), json, render)?;
     Ok(0)
 }
 
@@ -391,12 +365,5 @@ mod tests {
     #[test]
     fn the_runs_are_the_same_every_time() {
         assert_eq!(render(&measure()), render(&measure()));
-    }
-
-    #[test]
-    fn bars_grow_with_their_value() {
-        assert_eq!(bar(0, 10), "");
-        assert_eq!(bar(10, 10).chars().count(), BAR_WIDTH);
-        assert!(bar(1, 100).chars().count() == 1);
     }
 }

@@ -7,17 +7,17 @@
 //! waits for one fsync whatever it holds, so the figure to read is rows per
 //! second: the bigger the batch, the more rows share the fsync.
 
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use colored::Colorize;
 use rusqlite::Connection;
 use serde::Serialize;
 use tempfile::TempDir;
 
-use super::outbox::Settings;
+use super::database::{self, Settings};
+use super::timing::{self, how_much, percentile_us, round, time_rounds, Options};
 use super::Journal;
 
 /// The batch sizes compared, in table order.
@@ -32,10 +32,6 @@ pub const TIME_BUDGET: Duration = Duration::from_secs(8);
 
 /// Rounds of every batch size run and thrown away before measuring.
 pub const WARM_UP_ROUNDS: usize = 20;
-
-/// Warm-up stops early after this long, so a slow disk keeps most of the
-/// budget for measuring.
-pub const WARM_UP_BUDGET: Duration = Duration::from_secs(1);
 
 /// Pending rows added at a time when the outbox runs low. Refilling is
 /// bookkeeping, never timed.
@@ -92,50 +88,11 @@ impl Bench {
     /// Creates the folder and the database (with `journal`, `synchronous=FULL`
     /// and `foreign_keys=ON`), with a first lot of pending rows.
     pub fn new(journal: Journal) -> Result<Bench> {
-        let dir = tempfile::Builder::new()
-            .prefix("notify-try-claim-")
-            .tempdir()
-            .with_context(|| {
-                format!(
-                    "could not create a temporary folder for the experiment under {}",
-                    std::env::temp_dir().display()
-                )
-            })?;
+        let dir = database::folder("claim")?;
         let db_path = dir.path().join("claim.db");
-        let conn = Connection::open(&db_path).with_context(|| {
-            format!(
-                "could not create the experiment database at {}",
-                db_path.display()
-            )
-        })?;
-        // As in `try outbox`: refuse to measure a journal SQLite did not take.
-        let wanted = journal.pragma_value();
-        let mode: String = conn
-            .query_row(&format!("PRAGMA journal_mode={wanted}"), [], |row| {
-                row.get(0)
-            })
-            .with_context(|| {
-                format!(
-                    "could not set journal_mode={wanted} on {}",
-                    db_path.display()
-                )
-            })?;
-        if !mode.eq_ignore_ascii_case(wanted) {
-            bail!(
-                "SQLite kept journal_mode={mode} instead of {wanted} for {}; \
-                 try a folder on another disk by setting TMPDIR",
-                db_path.display()
-            );
-        }
-        // FULL: every claim waits for its fsync, as a relay's claim must if
-        // a crash is not to hand the same rows out twice.
-        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
-            .with_context(|| {
-                format!(
-                    "could not set synchronous=FULL and foreign_keys=ON on {}",
-                    db_path.display()
-                )
-            })?;
+        // synchronous=FULL: every claim waits for its fsync, as a relay's
+        // claim must if a crash is not to hand the same rows out twice.
+        let conn = database::open(&db_path, journal)?;
         conn.execute_batch(SCHEMA).with_context(|| {
             format!("could not create the outbox table in {}", db_path.display())
         })?;
@@ -192,66 +149,7 @@ impl Bench {
 
     /// The settings the database really runs with, read back from SQLite.
     pub fn settings(&self) -> Result<Settings> {
-        let context = || format!("could not read the settings of {}", self.db_path.display());
-        let journal_mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
-            .with_context(context)?;
-        let synchronous: i64 = self
-            .conn
-            .query_row("PRAGMA synchronous", [], |row| row.get(0))
-            .with_context(context)?;
-        let foreign_keys: bool = self
-            .conn
-            .query_row("PRAGMA foreign_keys", [], |row| row.get(0))
-            .with_context(context)?;
-        let synchronous = match synchronous {
-            0 => "OFF",
-            1 => "NORMAL",
-            2 => "FULL",
-            3 => "EXTRA",
-            _ => "unknown",
-        };
-        Ok(Settings {
-            journal: self.journal,
-            journal_mode: journal_mode.to_lowercase(),
-            synchronous: synchronous.to_string(),
-            foreign_keys,
-            temp_root: self
-                .dir
-                .path()
-                .parent()
-                .unwrap_or(self.dir.path())
-                .display()
-                .to_string(),
-        })
-    }
-}
-
-/// How to run the experiment.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Iterations to run; each one claims once with every batch size.
-    pub iterations: usize,
-    /// The SQLite journal to use.
-    pub journal: Journal,
-    /// Stop measuring early once the run has taken this long.
-    pub time_budget: Option<Duration>,
-    /// Show a progress line on stderr.
-    pub progress: bool,
-}
-
-impl Options {
-    /// The options `notify try claim` uses: an explicit iteration count runs
-    /// in full; otherwise [`DEFAULT_ITERATIONS`] within [`TIME_BUDGET`].
-    /// Progress shows when stderr is a terminal.
-    pub fn new(iterations: Option<usize>, journal: Journal) -> Options {
-        Options {
-            iterations: iterations.unwrap_or(DEFAULT_ITERATIONS),
-            journal,
-            time_budget: iterations.is_none().then_some(TIME_BUDGET),
-            progress: std::io::stderr().is_terminal(),
-        }
+        Settings::read(&self.conn, &self.db_path, self.journal, self.dir.path())
     }
 }
 
@@ -301,48 +199,17 @@ pub fn measure(opts: &Options) -> Result<Report> {
     let started = Instant::now();
     let mut bench = Bench::new(opts.journal)?;
     let settings = bench.settings()?;
-    let mut progress = Progress::new(opts.progress, opts.iterations);
+    let mut rounds = time_rounds(opts, started, WARM_UP_ROUNDS, &BATCHES, |batch| {
+        // Refilling is bookkeeping, outside the timed claim.
+        bench.ready_for(batch)?;
+        let start = Instant::now();
+        let got = bench.claim(batch)?;
+        let took = start.elapsed();
+        ensure!(got == batch, "a claim of {batch} rows found only {got}");
+        Ok(took)
+    })?;
 
-    progress.show("warming up");
-    let warm_up_started = Instant::now();
-    let mut warm_up_rounds = 0;
-    while warm_up_rounds < WARM_UP_ROUNDS && warm_up_started.elapsed() < WARM_UP_BUDGET {
-        for batch in BATCHES {
-            bench.ready_for(batch)?;
-            bench.claim(batch)?;
-        }
-        warm_up_rounds += 1;
-    }
-
-    let mut samples: [Vec<Duration>; 4] =
-        std::array::from_fn(|_| Vec::with_capacity(opts.iterations));
-    let mut done = 0;
-    let mut stopped_on_time_budget = false;
-    while done < opts.iterations {
-        if opts
-            .time_budget
-            .is_some_and(|budget| started.elapsed() >= budget)
-        {
-            stopped_on_time_budget = true;
-            break;
-        }
-        // Every iteration claims with each batch size back to back, so slow
-        // moments of the disk land on all of them alike; the starting size
-        // rotates so none always follows the same neighbour.
-        for k in 0..BATCHES.len() {
-            let index = (done + k) % BATCHES.len();
-            let batch = BATCHES[index];
-            bench.ready_for(batch)?;
-            let start = Instant::now();
-            let got = bench.claim(batch)?;
-            samples[index].push(start.elapsed());
-            ensure!(got == batch, "a claim of {batch} rows found only {got}");
-        }
-        done += 1;
-        progress.tick(done);
-    }
-    progress.clear();
-
+    let samples = &mut rounds.samples;
     let medians: Vec<f64> = samples.iter_mut().map(|s| percentile_us(s, 0.5)).collect();
     let per_second = |i: usize| BATCHES[i] as f64 / (medians[i] / 1e6);
     let rows = (0..BATCHES.len())
@@ -359,10 +226,10 @@ pub fn measure(opts: &Options) -> Result<Report> {
     Ok(Report {
         experiment: "claim",
         settings,
-        iterations: done,
+        iterations: rounds.done,
         iterations_requested: opts.iterations,
-        stopped_on_time_budget,
-        warm_up_rounds,
+        stopped_on_time_budget: rounds.stopped_on_time_budget,
+        warm_up_rounds: rounds.warm_up_rounds,
         elapsed_s: round(started.elapsed().as_secs_f64(), 2),
         rows,
     })
@@ -395,16 +262,13 @@ pub fn render(report: &Report) -> String {
         ));
     }
 
-    let runs = if report.stopped_on_time_budget {
-        format!(
-            "{} of {} iterations (stopped at the {} s time budget)",
-            report.iterations,
-            report.iterations_requested,
-            TIME_BUDGET.as_secs()
-        )
-    } else {
-        format!("{} iterations", report.iterations)
-    };
+    let runs = how_much(
+        report.iterations,
+        report.iterations_requested,
+        report.stopped_on_time_budget,
+        TIME_BUDGET,
+        "iterations",
+    );
     out.push_str(&format!(
         "\n  {}\n",
         format!(
@@ -426,97 +290,16 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// The report as a pretty-printed JSON document.
-pub fn to_json(report: &Report) -> Result<String> {
-    serde_json::to_string_pretty(report)
-        .context("could not turn the experiment's figures into JSON")
-}
-
 /// `notify try claim`: measures, then prints the table (or JSON); returns the exit code.
 pub fn run(iterations: Option<usize>, journal: Journal, json: bool) -> Result<i32> {
-    if iterations == Some(0) {
-        eprintln!("--iterations must be at least 1.");
-        return Ok(2);
-    }
-    let report = measure(&Options::new(iterations, journal))?;
-    if json {
-        println!("{}", to_json(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(0)
-}
-
-/// The `p` quantile of `samples` in microseconds (nearest rank; the median
-/// averages the two middle samples when their number is even).
-fn percentile_us(samples: &mut [Duration], p: f64) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
-    samples.sort_unstable();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let n = samples.len();
-    if p == 0.5 && n.is_multiple_of(2) {
-        return (us(samples[n / 2 - 1]) + us(samples[n / 2])) / 2.0;
-    }
-    // The small nudge keeps float error from pushing the rank one too high.
-    let rank = ((p * n as f64 - 1e-9).ceil() as usize).clamp(1, n);
-    us(samples[rank - 1])
-}
-
-fn round(value: f64, decimals: i32) -> f64 {
-    let scale = 10f64.powi(decimals);
-    (value * scale).round() / scale
-}
-
-/// A one-line progress indicator on stderr, redrawn at most ten times a
-/// second (drawing happens between timed claims, never inside one).
-struct Progress {
-    enabled: bool,
-    total: usize,
-    last_drawn: Option<Instant>,
-}
-
-impl Progress {
-    fn new(enabled: bool, total: usize) -> Progress {
-        Progress {
-            enabled,
-            total,
-            last_drawn: None,
-        }
-    }
-
-    fn show(&mut self, message: &str) {
-        if self.enabled {
-            // A progress line that fails to draw is not worth stopping for.
-            let mut err = std::io::stderr();
-            let _ = write!(err, "\r\x1b[2K  measuring: {message}");
-            let _ = err.flush();
-            self.last_drawn = Some(Instant::now());
-        }
-    }
-
-    fn tick(&mut self, done: usize) {
-        let due = self
-            .last_drawn
-            .is_none_or(|at| at.elapsed() >= Duration::from_millis(100));
-        if self.enabled && due {
-            self.show(&format!("{done}/{} iterations", self.total));
-        }
-    }
-
-    fn clear(&mut self) {
-        if self.enabled {
-            let mut err = std::io::stderr();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-        }
-    }
+    let opts = Options::new(iterations, journal, DEFAULT_ITERATIONS, TIME_BUDGET);
+    timing::run(&opts, json, measure, render)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::to_json;
 
     fn tiny(journal: Journal) -> Report {
         measure(&Options {

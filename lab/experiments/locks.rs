@@ -11,19 +11,19 @@
 //! whatever transaction the relay holds, so with the send inside it waits
 //! for the provider, and with the send outside only for other commits.
 
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use colored::Colorize;
 use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 use tempfile::TempDir;
 
-use super::outbox::Settings;
+use super::database::{self, Settings};
+use super::timing::{self, how_much, percentile_us, round, Options, Progress};
 use super::Journal;
 use crate::rng::Rng;
 
@@ -145,28 +145,7 @@ impl Variant {
 
 /// Opens a connection to the experiment's database with the lab's settings.
 fn connect(path: &Path, journal: Journal) -> Result<Connection> {
-    let mut conn = Connection::open(path)
-        .with_context(|| format!("could not open the experiment database {}", path.display()))?;
-    let wanted = journal.pragma_value();
-    let mode: String = conn
-        .query_row(&format!("PRAGMA journal_mode={wanted}"), [], |row| {
-            row.get(0)
-        })
-        .with_context(|| format!("could not set journal_mode={wanted} on {}", path.display()))?;
-    if !mode.eq_ignore_ascii_case(wanted) {
-        bail!(
-            "SQLite kept journal_mode={mode} instead of {wanted} for {}; \
-             try a folder on another disk by setting TMPDIR",
-            path.display()
-        );
-    }
-    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
-        .with_context(|| {
-            format!(
-                "could not set synchronous=FULL and foreign_keys=ON on {}",
-                path.display()
-            )
-        })?;
+    let mut conn = database::open(path, journal)?;
     // SQLite's own busy handler backs off to 100 ms between tries and can
     // miss a lock that is free for a moment; trying every millisecond
     // measures how long the lock was really held.
@@ -198,15 +177,7 @@ impl Bench {
     /// Creates the folder and the database, with a long backlog in the
     /// outbox, and connects the admins.
     pub fn new(journal: Journal) -> Result<Bench> {
-        let dir = tempfile::Builder::new()
-            .prefix("notify-try-locks-")
-            .tempdir()
-            .with_context(|| {
-                format!(
-                    "could not create a temporary folder for the experiment under {}",
-                    std::env::temp_dir().display()
-                )
-            })?;
+        let dir = database::folder("locks")?;
         let db_path = dir.path().join("locks.db");
         let conn = connect(&db_path, journal)?;
         conn.execute_batch(SCHEMA).with_context(|| {
@@ -290,39 +261,7 @@ impl Bench {
 
     /// The settings the database really runs with, read back from SQLite.
     pub fn settings(&self) -> Result<Settings> {
-        let context = || format!("could not read the settings of {}", self.db_path.display());
-        let journal_mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
-            .with_context(context)?;
-        let synchronous: i64 = self
-            .conn
-            .query_row("PRAGMA synchronous", [], |row| row.get(0))
-            .with_context(context)?;
-        let foreign_keys: bool = self
-            .conn
-            .query_row("PRAGMA foreign_keys", [], |row| row.get(0))
-            .with_context(context)?;
-        let synchronous = match synchronous {
-            0 => "OFF",
-            1 => "NORMAL",
-            2 => "FULL",
-            3 => "EXTRA",
-            _ => "unknown",
-        };
-        Ok(Settings {
-            journal: self.journal,
-            journal_mode: journal_mode.to_lowercase(),
-            synchronous: synchronous.to_string(),
-            foreign_keys,
-            temp_root: self
-                .dir
-                .path()
-                .parent()
-                .unwrap_or(self.dir.path())
-                .display()
-                .to_string(),
-        })
+        Settings::read(&self.conn, &self.db_path, self.journal, self.dir.path())
     }
 }
 
@@ -432,33 +371,6 @@ fn claim(conn: &Connection, rows: usize, now_ms: i64) -> rusqlite::Result<Vec<i6
         .collect()
 }
 
-/// How to run the experiment.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Invites to time per variant.
-    pub iterations: usize,
-    /// The SQLite journal to use.
-    pub journal: Journal,
-    /// Stop measuring early once the run has taken this long.
-    pub time_budget: Option<Duration>,
-    /// Show a progress line on stderr.
-    pub progress: bool,
-}
-
-impl Options {
-    /// The options `notify try locks` uses: an explicit iteration count runs
-    /// in full; otherwise [`DEFAULT_ITERATIONS`] within [`TIME_BUDGET`].
-    /// Progress shows when stderr is a terminal.
-    pub fn new(iterations: Option<usize>, journal: Journal) -> Options {
-        Options {
-            iterations: iterations.unwrap_or(DEFAULT_ITERATIONS),
-            journal,
-            time_budget: iterations.is_none().then_some(TIME_BUDGET),
-            progress: std::io::stderr().is_terminal(),
-        }
-    }
-}
-
 /// One row of the table: the invites timed while the relay sent one way.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
@@ -523,10 +435,7 @@ pub fn measure(opts: &Options) -> Result<Report> {
     let mut done = 0;
     let mut stopped_on_time_budget = false;
     while done < opts.iterations {
-        if opts
-            .time_budget
-            .is_some_and(|budget| started.elapsed() >= budget)
-        {
+        if opts.out_of_time(started) {
             stopped_on_time_budget = true;
             break;
         }
@@ -582,7 +491,6 @@ fn ms(us: f64) -> String {
 
 /// The report as the table `notify try locks` prints, ending in a newline.
 pub fn render(report: &Report) -> String {
-    let s = &report.settings;
     let width = report
         .rows
         .iter()
@@ -594,17 +502,7 @@ pub fn render(report: &Report) -> String {
         "\n  {}\n",
         "How long an invite waits while a relay sends slowly".bold()
     ));
-    out.push_str(&format!(
-        "  {}\n",
-        format!(
-            "journal_mode={}, synchronous={}, foreign_keys={}, a fresh database under {}",
-            s.journal_mode,
-            s.synchronous,
-            if s.foreign_keys { "ON" } else { "OFF" },
-            s.temp_root
-        )
-        .dimmed()
-    ));
+    out.push_str(&format!("  {}\n", report.settings.describe().dimmed()));
     out.push_str(&format!(
         "  {}\n\n",
         format!(
@@ -637,16 +535,13 @@ pub fn render(report: &Report) -> String {
         ));
     }
 
-    let runs = if report.stopped_on_time_budget {
-        format!(
-            "{} of {} invites a row (stopped at the {} s time budget)",
-            report.iterations,
-            report.iterations_requested,
-            TIME_BUDGET.as_secs()
-        )
-    } else {
-        format!("{} invites a row", report.iterations)
-    };
+    let runs = how_much(
+        report.iterations,
+        report.iterations_requested,
+        report.stopped_on_time_budget,
+        TIME_BUDGET,
+        "invites a row",
+    );
     out.push_str(&format!(
         "\n  {}\n",
         format!(
@@ -665,82 +560,16 @@ pub fn render(report: &Report) -> String {
     out
 }
 
-/// The report as a pretty-printed JSON document.
-pub fn to_json(report: &Report) -> Result<String> {
-    serde_json::to_string_pretty(report)
-        .context("could not turn the experiment's figures into JSON")
-}
-
 /// `notify try locks`: measures, then prints the table (or JSON); returns the exit code.
 pub fn run(iterations: Option<usize>, journal: Journal, json: bool) -> Result<i32> {
-    if iterations == Some(0) {
-        eprintln!("--iterations must be at least 1.");
-        return Ok(2);
-    }
-    let report = measure(&Options::new(iterations, journal))?;
-    if json {
-        println!("{}", to_json(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(0)
-}
-
-/// The `p` quantile of `samples` in microseconds (nearest rank; the median
-/// averages the two middle samples when their number is even).
-fn percentile_us(samples: &mut [Duration], p: f64) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
-    samples.sort_unstable();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let n = samples.len();
-    if p == 0.5 && n.is_multiple_of(2) {
-        return (us(samples[n / 2 - 1]) + us(samples[n / 2])) / 2.0;
-    }
-    // The small nudge keeps float error (0.99 * 100 = 99.000…01) from
-    // pushing the rank one sample too high.
-    let rank = ((p * n as f64 - 1e-9).ceil() as usize).clamp(1, n);
-    us(samples[rank - 1])
-}
-
-fn round(value: f64, decimals: i32) -> f64 {
-    let scale = 10f64.powi(decimals);
-    (value * scale).round() / scale
-}
-
-/// A one-line progress indicator on stderr, drawn between stretches,
-/// never while an invite is timed.
-struct Progress {
-    enabled: bool,
-}
-
-impl Progress {
-    fn new(enabled: bool) -> Progress {
-        Progress { enabled }
-    }
-
-    fn show(&mut self, message: &str) {
-        if self.enabled {
-            // A progress line that fails to draw is not worth stopping for.
-            let mut err = std::io::stderr();
-            let _ = write!(err, "\r\x1b[2K  measuring: {message}");
-            let _ = err.flush();
-        }
-    }
-
-    fn clear(&mut self) {
-        if self.enabled {
-            let mut err = std::io::stderr();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-        }
-    }
+    let opts = Options::new(iterations, journal, DEFAULT_ITERATIONS, TIME_BUDGET);
+    timing::run(&opts, json, measure, render)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::to_json;
 
     fn tiny(journal: Journal) -> Report {
         measure(&Options {

@@ -3,11 +3,17 @@
 //! Each experiment runs on this machine, with real files and real commits,
 //! so the figures it prints are yours rather than the workshop's.
 
+use anyhow::{Context, Result};
+use serde::Serialize;
+
 pub mod backoff;
 pub mod breaker;
+pub mod chart;
 pub mod claim;
+pub mod database;
 pub mod locks;
 pub mod outbox;
+pub mod timing;
 
 /// The SQLite journal an experiment runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -53,18 +59,30 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// An experiment's report as a pretty-printed JSON document.
+pub fn to_json<R: Serialize>(report: &R) -> Result<String> {
+    serde_json::to_string_pretty(report)
+        .context("could not turn the experiment's figures into JSON")
+}
+
+/// Prints `report` to stdout: the table `render` draws, or with `json` a
+/// JSON document.
+pub fn print<R: Serialize>(report: &R, json: bool, render: fn(&R) -> String) -> Result<()> {
+    if json {
+        println!("{}", to_json(report)?);
+    } else {
+        print!("{}", render(report));
+    }
+    Ok(())
+}
+
 /// Runs experiment `name`, printing to stdout; returns the process exit code.
 ///
 /// `iterations` overrides the experiment's default run length, `journal`
 /// picks the SQLite journal, and `json` prints the figures as a JSON
 /// document instead of a table. An unknown name prints the list of
 /// experiments to stderr and returns 2.
-pub fn run_try(
-    name: &str,
-    iterations: Option<usize>,
-    journal: Journal,
-    json: bool,
-) -> anyhow::Result<i32> {
+pub fn run_try(name: &str, iterations: Option<usize>, journal: Journal, json: bool) -> Result<i32> {
     match name {
         "outbox" => outbox::run(iterations, journal, json),
         "claim" => claim::run(iterations, journal, json),
