@@ -14,14 +14,14 @@
 //!
 //! The slow and late scenarios run two real processes on a shared clock:
 //! one blocks in its send while the other runs minutes of simulated time.
-//! The blocked send answers when the clock reaches the end of the other
-//! one's run (the provider holds it until then), except where it must land
-//! in the middle of the other one's own send, when the clock stands still:
-//! there real waits decide. The check verifies from the world that the
-//! interleaving it wanted happened (the first process claimed the row, and
-//! answered only after the second one's moment) and, if the machine was too
-//! busy for it, plays the scenario again with longer waits before it judges
-//! anything.
+//! Every wait in them is on something the world records, never on real
+//! time, so the race goes the same way on an idle machine and a busy one:
+//! the second process starts once the first one's send has begun; the
+//! blocked send answers when the clock reaches the end of the other one's
+//! run or, where it must land in the middle of the other one's own send,
+//! once that send has begun, and that send answers once the first process
+//! has ended. Each hold also ends when the process it waits for has ended,
+//! so no process waits for one that died.
 //! Seeded random batches vary the people, how many rows the killed
 //! dispatcher held, how long the slow send takes and how long the late one
 //! hangs.
@@ -36,9 +36,9 @@ use lab::clock::{MINUTE, SECOND};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Plan, ProviderScript, Step, APP_DB, WORLD_DB};
-use lab::serve::{Job, Schedule, SLEEP};
-use lab::world::{read_pairs, Delivery, Event, History, Outcome};
+use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB, WORLD_DB};
+use lab::serve::{Job, Schedule};
+use lab::world::{read_pairs, Delivery, Event, History, Outcome, Recorder};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 6,
@@ -95,8 +95,8 @@ const LIVE: &str = "no live send is swept";
 const LATE: &str = "a late finisher changes nothing";
 
 /// A process counts as hung only after this long (or `--timeout`, if
-/// longer): a busy machine slows the minutes of simulated time, and the
-/// racing scenarios wait in real time for each other.
+/// longer): a busy machine slows the minutes of simulated time, and in the
+/// racing scenarios one process waits for the other.
 const PATIENCE: Duration = Duration::from_secs(30);
 /// How often the dispatcher wakes, and how often the sweep runs.
 const WAKE_UP: i64 = 2 * SECOND;
@@ -117,39 +117,9 @@ const RESEND_RUN: i64 = 7 * MINUTE;
 const ORPHANED_AFTER: i64 = 5 * MINUTE;
 /// Dispatchers started on the poison row before the check calls it a loop.
 const POISON_PROCESSES: u32 = 8;
-/// Real-time waits of the racing scenarios, in ms: the second process
-/// starts its schedule after `start`, once the first one has claimed the
-/// row. Where the first one's answer must land in the middle of the second
-/// one's send, the first one's send takes `first` and the second one's
-/// `second`. Played again at twice and four times these when the machine
-/// was too busy.
-const PACE: Pace = Pace {
-    start: 100,
-    first: 400,
-    second: 600,
-};
-const SLOWDOWNS: [u64; 3] = [1, 2, 4];
-
 /// Process numbers of the racing scenarios.
 const FIRST: u32 = 1;
 const SECOND_RELAY: u32 = 2;
-
-#[derive(Clone, Copy, Debug)]
-struct Pace {
-    start: u64,
-    first: u64,
-    second: u64,
-}
-
-impl Pace {
-    fn times(self, k: u64) -> Pace {
-        Pace {
-            start: self.start * k,
-            first: self.first * k,
-            second: self.second * k,
-        }
-    }
-}
 
 /// Someone a scenario tells something, on the channel they chose.
 #[derive(Clone, Debug)]
@@ -397,8 +367,7 @@ fn schedule(until: i64) -> Step {
 /// The sweep alone until `until`. While the only row is claimed by a
 /// dispatcher whose send runs for minutes, the dispatcher's wake-ups have
 /// nothing to claim, and no correct sweep hands a claim back within 5 min:
-/// skipping them keeps the racing process's first minutes cheap, so it
-/// keeps pace with the real time of the other one's send.
+/// skipping them keeps the racing process's first minutes cheap.
 fn sweeps_only(until: i64) -> Step {
     Schedule {
         until_ms: until,
@@ -408,13 +377,6 @@ fn sweeps_only(until: i64) -> Step {
         }],
     }
     .step()
-}
-
-fn sleep(ms: u64) -> Step {
-    Step {
-        input: ms.into(),
-        ..Step::new(SLEEP)
-    }
 }
 
 /// `3 min`, `4 min 10 s`.
@@ -470,8 +432,8 @@ impl Played {
         }
         if !self.arranged {
             return Some(
-                "the machine was too busy to arrange the race, even with 4 times the waits; \
-                 try again on a quieter machine"
+                "dispatcher 1 did not send the row when it woke at 0:00 with the row due, \
+                 so there was no race to judge"
                     .to_string(),
             );
         }
@@ -569,18 +531,7 @@ fn read_outbox(dir: &Path) -> Result<Vec<(String, Left)>> {
 fn play(case: &Case, scenario: &Scenario) -> Result<Played> {
     match scenario.what {
         What::Crash | What::Poison => play_restarts(case, scenario),
-        What::Slow | What::LateAfter | What::LateDuring => {
-            let mut played = None;
-            for k in SLOWDOWNS {
-                let p = play_race(case, scenario, PACE.times(k))?;
-                let done = p.arranged;
-                played = Some(p);
-                if done {
-                    break;
-                }
-            }
-            Ok(played.expect("at least one pace"))
-        }
+        What::Slow | What::LateAfter | What::LateDuring => play_race(case, scenario),
     }
 }
 
@@ -654,14 +605,23 @@ fn play_restarts(case: &Case, scenario: &Scenario) -> Result<Played> {
     finish(scenario, dir, exits, |_| true)
 }
 
-/// Two dispatchers at once: the first publishes the notice and claims it,
-/// then blocks in a slow send; the second waits a moment, then runs its
-/// schedule beside it. Either may create the database, so both carry the
-/// fixture (it inserts or ignores).
-fn play_race(case: &Case, scenario: &Scenario, pace: Pace) -> Result<Played> {
+/// Two dispatchers on one database and one clock. The first publishes the
+/// notice, claims the row at 0:00 and blocks in its send. The second starts
+/// once the world shows that send has begun, so it neither creates the
+/// database beside the first nor claims the row before it, and runs its
+/// schedule. The first send answers when the second process has moved the
+/// clock to the end of its run, or, mid-resend, once the second process has
+/// begun its own send of the row, which answers only once the first
+/// process has ended. Each hold also ends when the process it waits for has
+/// ended, whatever became of it.
+fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     let dir = scenario_dir()?;
     let dir = dir.path();
+    // The parent watches the world for the first send, so it makes the
+    // world before either process starts.
+    let world = Recorder::open(dir, 0)?;
     let recipient = scenario.recipient();
+    let hold_limit_ms = (case.timeout * 3 / 2).as_millis() as u64;
     let mut first = scenario.setup(dir, vec![Step::new("dispatch")]);
     let slow = ProviderScript {
         unreachable: if scenario.what == What::Slow {
@@ -669,21 +629,17 @@ fn play_race(case: &Case, scenario: &Scenario, pace: Pace) -> Result<Played> {
         } else {
             vec![recipient.clone()]
         },
-        ..if scenario.what == What::LateDuring {
-            // It must come back while dispatcher 2 is blocked in its own
-            // send, when the clock stands still: only real time can say when.
-            ProviderScript {
-                latency_ms: pace.first,
-                ..ProviderScript::default()
-            }
-        } else {
-            // It comes back when dispatcher 2's schedule has moved the clock
-            // to the end of its run, however long that takes in real time.
-            ProviderScript {
-                hold_until_ms: Some(scenario.span),
-                ..ProviderScript::default()
-            }
-        }
+        announce: true,
+        hold_until_any: vec![
+            if scenario.what == What::LateDuring {
+                Moment::Sending(SECOND_RELAY)
+            } else {
+                Moment::Clock(scenario.span)
+            },
+            Moment::Ended(SECOND_RELAY),
+        ],
+        hold_limit_ms,
+        ..ProviderScript::default()
     };
     first.provider = slow.clone();
     first.push = slow;
@@ -692,25 +648,40 @@ fn play_race(case: &Case, scenario: &Scenario, pace: Pace) -> Result<Played> {
         SECOND_RELAY,
         match scenario.what {
             // A short threshold must meet a running dispatcher here.
-            What::Slow => vec![sleep(pace.start), schedule(scenario.span)],
-            _ => vec![
-                sleep(pace.start),
-                sweeps_only(ORPHANED_AFTER),
-                schedule(scenario.span),
-            ],
+            What::Slow => vec![schedule(scenario.span)],
+            _ => vec![sweeps_only(ORPHANED_AFTER), schedule(scenario.span)],
         },
     );
     if scenario.what == What::LateDuring {
         let resend = ProviderScript {
-            latency_ms: pace.second,
+            announce: true,
+            hold_until_any: vec![Moment::Ended(FIRST)],
+            hold_limit_ms,
             ..ProviderScript::default()
         };
         second.provider = resend.clone();
         second.push = resend;
     }
+    // If the first process ends before it has made the database, the
+    // second one makes it.
     second.fixture = first.fixture.clone();
-    let ended = case.start_together(&[first, second])?;
-    let exits = [FIRST, SECOND_RELAY].into_iter().zip(ended).collect();
+    // The first process waits for the second one, which starts later: it
+    // may run for longer before it counts as hung.
+    let held = Case {
+        timeout: case.timeout * 2,
+        ..case.clone()
+    };
+    let exits = std::thread::scope(|scope| -> Result<Vec<(u32, Exit)>> {
+        let running = scope.spawn(|| ended(dir, FIRST, held.start(&first)));
+        while !running.is_finished() && !world.reached(Moment::Sending(FIRST))? {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let second = ended(dir, SECOND_RELAY, case.start(&second));
+        let first = running
+            .join()
+            .expect("the thread running dispatcher 1 does not panic");
+        Ok(vec![(FIRST, first?), (SECOND_RELAY, second?)])
+    })?;
     let what = scenario.what;
     let span = scenario.span;
     finish(scenario, dir, exits, move |history| {
@@ -718,9 +689,17 @@ fn play_race(case: &Case, scenario: &Scenario, pace: Pace) -> Result<Played> {
     })
 }
 
+/// Records in the world that `process` has ended, however it ended, so no
+/// send held for it waits any longer.
+fn ended(dir: &Path, process: u32, exit: Result<Exit>) -> Result<Exit> {
+    Recorder::open(dir, process)?.record_ended(process)?;
+    exit
+}
+
 /// Whether the race went as the scenario needs: dispatcher 1 claimed the
 /// row first, and its answer came after dispatcher 2's moment (the end of
-/// its run, or the middle of its own send of the row).
+/// its run, or the middle of its own send of the row). The holds make sure
+/// of it whenever dispatcher 1 sends the row at 0:00.
 fn arranged(what: What, span: i64, recipient: &str, history: &History) -> bool {
     let attempts: Vec<&Delivery> = history
         .deliveries

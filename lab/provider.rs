@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::db::lock;
 use crate::rng::Rng;
-use crate::scenario::{Fault, ProviderScript};
+use crate::scenario::{Fault, Moment, ProviderScript, HOLD_LIMIT_MS};
+use crate::serve::EXIT_LAB_ERROR;
 use crate::world::{Kind, Outcome, Recorder};
 
 /// Why a send did not go through.
@@ -107,6 +108,9 @@ impl Provider {
     }
 
     fn deliver(&self, to: &str, body: &str, key: Option<&str>) -> Result<(), SendError> {
+        if self.script.announce {
+            lock(&self.recorder).record_sending()?;
+        }
         // The provider's latency is real time, spent outside every lock.
         let jitter = match self.script.jitter_ms {
             0 => 0,
@@ -122,6 +126,9 @@ impl Provider {
             while lock(&self.recorder).now_ms()? < until {
                 std::thread::sleep(Duration::from_millis(2));
             }
+        }
+        if !self.script.hold_until_any.is_empty() {
+            self.hold(to)?;
         }
 
         let mut rec = lock(&self.recorder);
@@ -176,6 +183,41 @@ impl Provider {
                 Err(timeout(self.channel))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Blocks until one of the script's moments has happened, looking at
+    /// the world every 2 ms and holding the lock only for each look. If none
+    /// happens within the hold's limit, the process stops with a lab error:
+    /// a send must never wait for ever on a process that will not come.
+    fn hold(&self, to: &str) -> Result<(), SendError> {
+        let moments = &self.script.hold_until_any;
+        let limit = match self.script.hold_limit_ms {
+            0 => HOLD_LIMIT_MS,
+            ms => ms,
+        };
+        let started = Instant::now();
+        loop {
+            {
+                let rec = lock(&self.recorder);
+                for &moment in moments {
+                    if rec.reached(moment)? {
+                        return Ok(());
+                    }
+                }
+            }
+            if started.elapsed() >= Duration::from_millis(limit) {
+                let awaited: Vec<String> = moments.iter().map(Moment::describe).collect();
+                eprintln!(
+                    "the scenario held the {} send to {to} until {}, and none of that happened \
+                     within {:.1} s: the lab stops the process rather than let it wait for ever",
+                    self.channel,
+                    awaited.join(" or "),
+                    limit as f64 / 1000.0
+                );
+                std::process::exit(EXIT_LAB_ERROR);
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 

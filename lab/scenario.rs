@@ -74,8 +74,57 @@ pub struct ProviderScript {
     /// A send answers no sooner than this simulated time: it blocks, in real
     /// time, until another process of the scenario moves the clock there (a
     /// send that hangs for minutes while the rest of the service goes on).
+    /// It waits even for a process that has died: where one may, use
+    /// [`ProviderScript::hold_until_any`] with [`Moment::Ended`].
     #[serde(default)]
     pub hold_until_ms: Option<i64>,
+    /// Records in the world that a send has begun, before any wait, so that
+    /// the parent or another process can wait for it ([`Moment::Sending`]).
+    #[serde(default)]
+    pub announce: bool,
+    /// A send answers only once one of these moments has happened: it
+    /// blocks, in real time, until then. Racing processes are lined up by
+    /// what the world saw, not by how long anything takes. Name the other
+    /// process's end among them, so the send cannot wait for a process that
+    /// is gone; past [`ProviderScript::hold_limit_ms`] the process stops
+    /// with a lab error rather than wait on.
+    #[serde(default)]
+    pub hold_until_any: Vec<Moment>,
+    /// How long, in real milliseconds, a send waits for
+    /// [`ProviderScript::hold_until_any`] at most; 0 means
+    /// [`HOLD_LIMIT_MS`].
+    #[serde(default)]
+    pub hold_limit_ms: u64,
+}
+
+/// How long a held send waits at most, unless its script says otherwise.
+pub const HOLD_LIMIT_MS: u64 = 120_000;
+
+/// Something that happens in a scenario, which a held send can wait for
+/// (see [`ProviderScript::hold_until_any`]). The world records each one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Moment {
+    /// The simulated clock has reached this time, in ms.
+    Clock(i64),
+    /// Process `n` has begun a send (its provider announces it).
+    Sending(u32),
+    /// Process `n` has ended, however it ended (the parent records it).
+    Ended(u32),
+}
+
+impl Moment {
+    /// Says what is awaited, for a lab error: "process 2 ends".
+    pub fn describe(&self) -> String {
+        match self {
+            Moment::Clock(ms) => {
+                let s = ms / 1000;
+                format!("the clock reaches {}:{:02}", s / 60, s % 60)
+            }
+            Moment::Sending(n) => format!("process {n} begins a send"),
+            Moment::Ended(n) => format!("process {n} ends"),
+        }
+    }
 }
 
 /// One call of an operation the case exports (`invite`, `relay`, ...).

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use crate::scenario::WORLD_DB;
+use crate::scenario::{Moment, WORLD_DB};
 
 const WORLD_SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS deliveries (
@@ -43,7 +43,16 @@ const WORLD_SCHEMA: &str = "
         text    TEXT NOT NULL,
         elapsed INTEGER
     );
+    CREATE TABLE IF NOT EXISTS moments (
+        seq     INTEGER PRIMARY KEY,
+        process INTEGER NOT NULL,
+        what    TEXT NOT NULL
+    );
 ";
+
+/// How the world names the moments it records (see [`Moment`]).
+const SENDING: &str = "sending";
+const ENDED: &str = "ended";
 
 /// How long a provider remembers an idempotency key, in simulated time.
 pub const KEY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
@@ -357,6 +366,45 @@ impl Recorder {
         let recorded = self.event(Kind::Send, None, &text);
         self.subject = subject;
         recorded.map(|_| outcome)
+    }
+
+    /// Records that this process has begun a send ([`Moment::Sending`]).
+    pub fn record_sending(&mut self) -> Result<()> {
+        self.record_moment(self.process, SENDING)
+    }
+
+    /// Records that process `process` has ended ([`Moment::Ended`]): the
+    /// parent does, once the process has exited, however it ended.
+    pub fn record_ended(&mut self, process: u32) -> Result<()> {
+        self.record_moment(process, ENDED)
+    }
+
+    fn record_moment(&mut self, process: u32, what: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO moments (process, what) VALUES (?1, ?2)",
+                params![process, what],
+            )
+            .context("could not record a moment of the scenario in the world")?;
+        Ok(())
+    }
+
+    /// Whether `moment` has happened.
+    pub fn reached(&self, moment: Moment) -> Result<bool> {
+        let (process, what) = match moment {
+            Moment::Clock(ms) => return Ok(self.now_ms()? >= ms),
+            Moment::Sending(n) => (n, SENDING),
+            Moment::Ended(n) => (n, ENDED),
+        };
+        self.conn
+            .query_row(
+                "SELECT 1 FROM moments WHERE process = ?1 AND what = ?2",
+                params![process, what],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .context("could not read the scenario's moments from the world")
     }
 
     /// How many sends to `recipient` on `channel` the provider has seen, in
