@@ -115,6 +115,24 @@ fn hint_gives_one_hint_then_another_on_request() {
 }
 
 #[test]
+fn every_chapter_has_a_hint_and_a_second_one() {
+    let out = notify(&["list"]);
+    let chapters = stdout(&out)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u32>().ok())
+        .collect::<Vec<_>>();
+    assert!(chapters.len() >= 8, "{}", stdout(&out));
+    for n in chapters {
+        let n = n.to_string();
+        let out = notify(&["hint", &n, "--more"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.starts_with(&format!("hint for case {n}")), "{text}");
+        assert!(text.contains("another hint:"), "{text}");
+    }
+}
+
+#[test]
 fn a_chapter_without_hints_says_so() {
     let shop = copy();
     std::fs::remove_file(shop.path("checks/case01/hints.md")).unwrap();
