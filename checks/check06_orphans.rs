@@ -3,9 +3,12 @@
 //! Five scenarios, each in a fresh folder, with the dispatcher waking every
 //! 2 s and the sweep running every minute of simulated time:
 //! - a dispatcher killed straight after its claim commits, then a new one;
-//! - a poison row, whose send kills every dispatcher that tries it;
+//! - a poison row, whose send kills every dispatcher that tries it, claimed
+//!   together with a row the provider refuses for good, which the first
+//!   dispatcher dead-letters before it dies;
 //! - a dispatcher that is merely slow: its send takes minutes, while a
-//!   second dispatcher process runs its schedule beside it;
+//!   second dispatcher process runs its schedule beside it, its sweep
+//!   lined up to run 10 s before the send ends;
 //! - a late finisher: a send hangs past the sweep's threshold, the second
 //!   process hands the row on and delivers it, and then the hung send comes
 //!   back with a 503;
@@ -84,6 +87,24 @@ pub const CHAPTER: Chapter = Chapter {
             file: "checks/case06/sweep_forgets_attempt.rs",
             about: "hands rows back without counting the lost attempt: a poison row loops",
         },
+        Variant {
+            name: "threshold-3min",
+            bin: "case06-threshold-3min",
+            file: "checks/case06/threshold_3min.rs",
+            about: "hands back claims over 3 min old: a send of 4 min 50 s is sent twice",
+        },
+        Variant {
+            name: "threshold-4min",
+            bin: "case06-threshold-4min",
+            file: "checks/case06/threshold_4min.rs",
+            about: "hands back claims over 4 min old: a send of 4 min 50 s is sent twice",
+        },
+        Variant {
+            name: "sweep-not-sent",
+            bin: "case06-sweep-not-sent",
+            file: "checks/case06/sweep_not_sent.rs",
+            about: "hands back every old claim not SENT: a dead letter is sent again",
+        },
     ],
     run,
     check,
@@ -115,6 +136,10 @@ const POISON_RUN: i64 = 12 * MINUTE;
 const RESEND_RUN: i64 = 7 * MINUTE;
 /// The sweep's threshold in the chapter: no claim is handed back sooner.
 const ORPHANED_AFTER: i64 = 5 * MINUTE;
+/// How long before a slow send ends the second dispatcher's last sweep runs:
+/// a sweep that hands back a claim younger than the send is caught, since
+/// the dispatcher's next wake-up sends the row again while the send runs.
+const SWEEP_LEAD: i64 = 10 * SECOND;
 /// Dispatchers started on the poison row before the check calls it a loop.
 const POISON_PROCESSES: u32 = 8;
 /// Process numbers of the racing scenarios.
@@ -199,6 +224,10 @@ struct Scenario {
     /// `None` for the chapter's own batch.
     seed: Option<u64>,
     people: Vec<Person>,
+    /// Poison: someone whose address the provider refuses for good (a 422),
+    /// published first, so the first dispatcher dead-letters their row
+    /// before the poison row kills it.
+    refused: Option<Person>,
     /// Slow: how long the send takes. Late: how long the second process
     /// runs while the first one's send hangs.
     span: i64,
@@ -231,7 +260,9 @@ impl Batch {
         Batch {
             seed: None,
             people,
-            slow: 3 * MINUTE,
+            // Just under the threshold: any sweep that hands back a claim
+            // younger than 4 min 40 s meets it.
+            slow: 4 * MINUTE + 50 * SECOND,
             late: 8 * MINUTE,
         }
     }
@@ -272,6 +303,7 @@ impl Batch {
             what,
             seed: self.seed,
             people,
+            refused: None,
             span,
         };
         let mut scenarios = vec![
@@ -281,7 +313,9 @@ impl Batch {
         ];
         if all {
             scenarios.push(scenario(What::LateDuring, one(), RESEND_RUN));
-            scenarios.push(scenario(What::Poison, one(), POISON_RUN));
+            let mut poison = scenario(What::Poison, one(), POISON_RUN);
+            poison.refused = self.people.get(1).cloned();
+            scenarios.push(poison);
         }
         scenarios
     }
@@ -307,7 +341,13 @@ impl Scenario {
                     "rows"
                 }
             ),
-            What::Poison => format!("every send to {who} kills its dispatcher"),
+            What::Poison => match &self.refused {
+                Some(r) => format!(
+                    "every send to {who} kills its dispatcher, and {} is refused for good",
+                    r.recipient()
+                ),
+                None => format!("every send to {who} kills its dispatcher"),
+            },
             What::Slow => format!(
                 "dispatcher 1's send to {who} takes {} while dispatcher 2 runs",
                 span(self.span)
@@ -337,11 +377,16 @@ impl Scenario {
         }
     }
 
+    /// Everyone the scenario tells something, in the order they are told.
+    fn everyone(&self) -> impl Iterator<Item = &Person> {
+        self.refused.iter().chain(&self.people)
+    }
+
     fn setup(&self, dir: &Path, mut steps: Vec<Step>) -> Plan {
-        let mut publish: Vec<Step> = self.people.iter().map(Person::publish).collect();
+        let mut publish: Vec<Step> = self.everyone().map(Person::publish).collect();
         publish.append(&mut steps);
         let mut plan = self.plan(dir, 1, publish);
-        plan.fixture = self.people.iter().map(Person::fixture).collect();
+        plan.fixture = self.everyone().map(Person::fixture).collect();
         plan
     }
 }
@@ -360,6 +405,19 @@ fn schedule(until: i64) -> Step {
                 every_ms: SWEEP,
             },
         ],
+    }
+    .step()
+}
+
+/// The dispatcher alone until `until`: the second process of the slow
+/// scenario wakes as usual, and starts its sweep's minute then.
+fn dispatch_only(until: i64) -> Step {
+    Schedule {
+        until_ms: until,
+        jobs: vec![Job {
+            op: "dispatch".to_string(),
+            every_ms: WAKE_UP,
+        }],
     }
     .step()
 }
@@ -568,6 +626,7 @@ fn play_restarts(case: &Case, scenario: &Scenario) -> Result<Played> {
         } else {
             Vec::new()
         },
+        rejected: scenario.refused.iter().map(Person::recipient).collect(),
         ..ProviderScript::default()
     };
     let mut first = if poison {
@@ -647,8 +706,18 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         dir,
         SECOND_RELAY,
         match scenario.what {
-            // A short threshold must meet a running dispatcher here.
-            What::Slow => vec![schedule(scenario.span)],
+            // A short threshold must meet a running dispatcher here: the
+            // sweep's minute starts so that it runs 10 s before the send
+            // ends, and any threshold under the send's age then is caught.
+            What::Slow => {
+                let phase = (scenario.span - SWEEP_LEAD).rem_euclid(SWEEP);
+                let mut steps = Vec::new();
+                if phase > 0 {
+                    steps.push(dispatch_only(phase));
+                }
+                steps.push(schedule(scenario.span));
+                steps
+            }
             _ => vec![sweeps_only(ORPHANED_AFTER), schedule(scenario.span)],
         },
     );
@@ -911,7 +980,7 @@ fn eventually(played: &Played) -> Option<Finding> {
             let left = played.left(p);
             let lost = played.crashes();
             if left.status == "FAILED" && lost == ATTEMPTS {
-                return None;
+                return s.refused.as_ref().and_then(|r| refused_again(played, r));
             }
             let still = played
                 .exits
@@ -956,6 +1025,42 @@ fn eventually(played: &Played) -> Option<Finding> {
         details,
         seed: s.seed,
         timeline: played.history.events.clone(),
+    })
+}
+
+/// The row the provider refused for good is a dead letter from its first
+/// attempt on: no sweep brings it back, and it is never sent again.
+fn refused_again(played: &Played, r: &Person) -> Option<Finding> {
+    let attempts = played.attempts(r);
+    if attempts.len() <= 1 {
+        return None;
+    }
+    let s = &played.scenario;
+    let mut details = vec![format!(
+        "{} ({}) is refused for good by the provider; dispatcher 1 made its row FAILED at 0:00, before the poison row killed it.",
+        r.recipient(),
+        r.channel
+    )];
+    for d in &attempts[1..] {
+        details.push(format!(
+            "the dead letter was sent again at {} by dispatcher {} ({}).",
+            clock(d.at_ms),
+            d.process,
+            said(d.outcome)
+        ));
+    }
+    details.push(
+        "the sweep hands back only rows still PROCESSING: a FAILED row is finished.".to_string(),
+    );
+    Some(Finding {
+        evidence: match attempts.len() - 1 {
+            1 => "a dead letter sent again".to_string(),
+            n => format!("a dead letter sent {n} more times"),
+        },
+        scenario: s.name(),
+        details,
+        seed: s.seed,
+        timeline: Vec::new(),
     })
 }
 

@@ -117,6 +117,33 @@ fn a_sweep_that_forgets_the_lost_attempt_loops_too() {
     assert_eq!(pattern, "FAIL PASS PASS");
 }
 
+#[test]
+fn a_threshold_of_three_minutes_sweeps_the_slow_send_near_five() {
+    let (_, pattern, report) = check(&["--variant", "threshold-3min"]);
+    assert_eq!(pattern, "PASS FAIL PASS");
+    assert_eq!(report["verdicts"][1]["evidence"], "1 live send swept");
+}
+
+#[test]
+fn a_threshold_of_four_minutes_sweeps_it_too() {
+    // The chapter's slow send takes 4 min 50 s, and dispatcher 2's sweep
+    // runs 10 s before it ends: any threshold under 4 min 40 s meets it.
+    let (_, pattern, report) = check(&["--variant", "threshold-4min"]);
+    assert_eq!(pattern, "PASS FAIL PASS");
+    let scenario = report["verdicts"][1]["scenario"].as_str().unwrap();
+    assert!(scenario.contains("takes 4 min 50 s"), "{scenario}");
+}
+
+#[test]
+fn a_sweep_of_every_row_not_sent_resends_a_dead_letter() {
+    let (_, pattern, report) = check(&["--variant", "sweep-not-sent"]);
+    assert_eq!(pattern, "FAIL PASS PASS");
+    assert_eq!(
+        report["verdicts"][0]["evidence"],
+        "a dead letter sent again"
+    );
+}
+
 /// A report without its timings, which no verdict depends on.
 fn without_timings(value: serde_json::Value) -> serde_json::Value {
     match value {
