@@ -7,7 +7,11 @@
 //! both important and ordinary kinds; seeded random batches draw other
 //! kinds, troubles and people. The chapter's batch is also replayed with the
 //! process aborting straight after the commit that records each important
-//! push's final failure, then restarted. The check judges what the world
+//! push's final failure, then restarted; and once more with the process
+//! aborting straight after the commit that claims an important push's last
+//! attempt, so that the sweep is what dead-letters it. A last scenario has
+//! one push's last attempt answer late, after another dispatcher's sweep has
+//! dead-lettered it and sent the fallback. The check judges what the world
 //! saw: which pushes and emails reached whom, and when, and which outbox
 //! rows ended FAILED.
 
@@ -23,9 +27,9 @@ use lab::clock::{MINUTE, SECOND};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Plan, ProviderScript, Step, APP_DB};
+use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule};
-use lab::world::{Event, History, Kind};
+use lab::world::{Event, History, Kind, Recorder};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 8,
@@ -78,6 +82,18 @@ pub const CHAPTER: Chapter = Chapter {
             file: "checks/case08/fallback_to_device.rs",
             about: "the fallback email goes to the push's device token, not the address",
         },
+        Variant {
+            name: "sweep-no-fallback",
+            bin: "case08-sweep-no-fallback",
+            file: "checks/case08/sweep_no_fallback.rs",
+            about: "a push the sweep dead-letters queues no email",
+        },
+        Variant {
+            name: "fallback-unfenced",
+            bin: "case08-fallback-unfenced",
+            file: "checks/case08/fallback_unfenced.rs",
+            about: "falls back even when the fenced update changed no row: a late finisher emails again",
+        },
     ],
     run,
     check,
@@ -103,6 +119,20 @@ const DRAIN: i64 = 6 * MINUTE;
 /// How long a restart runs after a crash, at least: the dispatcher wakes
 /// sixty times and the sweep runs twice.
 const AFTER_CRASH: i64 = 2 * MINUTE;
+/// How long the dispatcher runs on after a push's last attempt whose
+/// dispatcher was lost: the claim is orphaned after 5 min, the sweep runs
+/// every minute, and the fallback email goes out in the ticks after it.
+const SWEPT_AFTER: i64 = 9 * MINUTE;
+/// The late answer: a first process publishes and makes the push's first
+/// attempts until `HANDOVER`; a second (`LATE`) takes over and blocks in the
+/// push's last attempt; a third (`SWEEPER`) runs the dispatcher and the
+/// sweep until `SWEEPER_UNTIL` and ends, and only then does the second
+/// process's send answer. It runs on until `LATE_UNTIL`.
+const HANDOVER: i64 = 5 * MINUTE;
+const LATE: u32 = 2;
+const SWEEPER: u32 = 3;
+const SWEEPER_UNTIL: i64 = 13 * MINUTE;
+const LATE_UNTIL: i64 = 16 * MINUTE;
 /// A process counts as hung only after this long (or `--timeout`, if longer).
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -213,6 +243,9 @@ struct Scenario {
     happenings: Vec<Happening>,
     published: Vec<Published>,
     until_ms: i64,
+    /// The process whose push answers only after the sweep has given up on
+    /// it, if any: its attempt is not the last one a fallback must wait for.
+    late: Option<u32>,
 }
 
 fn text(kind: &str, event: &str) -> String {
@@ -243,6 +276,7 @@ impl Scenario {
             happenings: Vec::new(),
             published: Vec::new(),
             until_ms: 0,
+            late: None,
         }
     }
 
@@ -368,6 +402,27 @@ impl Scenario {
             s.happen(i as i64 * EVERY, kind, event, (name, trouble), &others);
         }
         s.until_ms = (count as i64 - 1) * EVERY + DRAIN;
+        s
+    }
+
+    /// One important push to an unreachable phone, whose last attempt
+    /// answers late: its dispatcher blocks in the send while another one's
+    /// sweep finds the claim orphaned, dead-letters the push and sends the
+    /// fallback; the send's failure comes back after that.
+    fn late() -> Scenario {
+        let mut s = Scenario::new(
+            None,
+            "a late answer, ada's last push answering after the sweep dead-lettered it".into(),
+        );
+        s.happen(
+            0,
+            "event_cancelled",
+            "the picnic",
+            ("ada", Trouble::Unreachable),
+            &[],
+        );
+        s.late = Some(LATE);
+        s.until_ms = LATE_UNTIL;
         s
     }
 
@@ -536,6 +591,17 @@ impl Played {
             .collect()
     }
 
+    /// Every push attempt for `p`, in order, but those of the process whose
+    /// answer came late: the sweep had given that attempt up already.
+    fn push_attempts_answered_by(&self, p: &Published, late: Option<u32>) -> Vec<i64> {
+        self.history
+            .attempts("push")
+            .filter(|d| d.recipient == p.person.device() && d.body == p.notice.text)
+            .filter(|d| Some(d.process) != late)
+            .map(|d| d.at_ms)
+            .collect()
+    }
+
     /// When emails reached `person`, in order.
     fn emails_to(&self, person: &Person) -> Vec<i64> {
         self.history
@@ -620,6 +686,56 @@ fn play(case: &Case, s: &Scenario, fault: Option<Fault>) -> Result<Played> {
         history,
         rows,
     })
+}
+
+/// Plays [`Scenario::late`]: three processes on one database and one clock.
+/// The first publishes and makes the push's first attempts. The second
+/// takes over and blocks in the push's last attempt until the third has
+/// ended. The third starts once the world shows that send has begun, and
+/// runs the dispatcher and the sweep, which finds the claim orphaned.
+fn play_late(case: &Case, s: &Scenario) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let dir = dir.path();
+    let case = case.patient(PATIENCE);
+    let mut exits = vec![case.start(&s.plan(dir, 1, None, s.steps(None, HANDOVER)))?];
+    // The parent watches the world for the held send.
+    let world = Recorder::open(dir, 0)?;
+    let mut late = s.plan(dir, LATE, None, vec![Scenario::schedule(LATE_UNTIL)]);
+    late.push.announce = true;
+    late.push.hold_until_any = vec![Moment::Ended(SWEEPER)];
+    late.push.hold_limit_ms = (case.timeout * 3 / 2).as_millis() as u64;
+    let sweeper = s.plan(dir, SWEEPER, None, vec![Scenario::schedule(SWEEPER_UNTIL)]);
+    // The second process waits for the third, which starts later: it may
+    // run for longer before it counts as hung.
+    let held = Case {
+        timeout: case.timeout * 2,
+        ..case.clone()
+    };
+    let (late, sweeper) = std::thread::scope(|scope| -> Result<(Exit, Exit)> {
+        let running = scope.spawn(|| ended(dir, LATE, held.start(&late)));
+        while !running.is_finished() && !world.reached(Moment::Sending(LATE))? {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let sweeper = ended(dir, SWEEPER, case.start(&sweeper));
+        let late = running
+            .join()
+            .expect("the thread running dispatcher 2 does not panic");
+        Ok((late?, sweeper?))
+    })?;
+    exits.extend([late, sweeper]);
+    Ok(Played {
+        fault: None,
+        exits,
+        history: History::read(dir)?,
+        rows: read_rows(dir)?,
+    })
+}
+
+/// Records in the world that `process` has ended, however it ended, so no
+/// send held for it waits any longer.
+fn ended(dir: &Path, process: u32, exit: Result<Exit>) -> Result<Exit> {
+    Recorder::open(dir, process)?.record_ended(process)?;
+    exit
 }
 
 /// `notify run 8`: the chapter's batch, told as a story.
@@ -716,9 +832,20 @@ struct Crash {
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let mut scenarios = vec![Scenario::chapter()];
     scenarios.extend(options.seeds.iter().map(|&seed| Scenario::random(seed)));
-    let played: Vec<Played> = in_parallel(&scenarios, |s| play(case, s, None))
-        .into_iter()
-        .collect::<Result<_>>()?;
+    // An important push's last attempt answers after the sweep has
+    // dead-lettered it and queued the fallback: played beside the others.
+    let late = Scenario::late();
+    let (played, late_played) = std::thread::scope(|scope| {
+        let late_run = scope.spawn(|| play_late(case, &late));
+        let played: Result<Vec<Played>> = in_parallel(&scenarios, |s| play(case, s, None))
+            .into_iter()
+            .collect();
+        let late_played = late_run
+            .join()
+            .expect("the thread playing the late answer does not panic");
+        (played, late_played)
+    });
+    let (played, late_played) = (played?, late_played?);
 
     // For each important push the chapter's batch dead-lettered, crash
     // straight after the first dispatch commit that follows its last attempt:
@@ -729,21 +856,67 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .filter(|(_, p)| p.important() && played[0].dead_lettered(p))
         .filter_map(|(_, p)| commit_after_last_push(&played[0].history, p).map(|n| (p.clone(), n)))
         .collect();
-    let crashes: Vec<Crash> = in_parallel(&points, |(push, nth)| {
-        let fault = Fault::CrashAfterCommit {
-            op: "dispatch".into(),
-            nth: *nth,
-        };
-        play(case, chapter, Some(fault)).map(|played| Crash {
-            push: push.clone(),
-            played,
-            nth: *nth,
+    let crashes = |points: &[(Published, u32)]| -> Result<Vec<Crash>> {
+        in_parallel(points, |(push, nth)| {
+            let fault = Fault::CrashAfterCommit {
+                op: "dispatch".into(),
+                nth: *nth,
+            };
+            play(case, chapter, Some(fault)).map(|played| Crash {
+                push: push.clone(),
+                played,
+                nth: *nth,
+            })
         })
-    })
-    .into_iter()
-    .collect::<Result<_>>()?;
+        .into_iter()
+        .collect()
+    };
 
-    let pairs: Vec<(&Scenario, &Played)> = scenarios.iter().zip(&played).collect();
+    // The important push the chapter's batch dead-lettered after its
+    // retries is played again with its dispatcher lost during the last
+    // attempt: the process aborts straight after the dispatch commit that
+    // claims it, so the sweep is what dead-letters it, after a restart.
+    let lost = chapter
+        .troubled()
+        .filter(|(_, p)| {
+            p.important() && played[0].dead_lettered(p) && played[0].push_attempts(p).len() > 1
+        })
+        .find_map(|(_, p)| {
+            let nth = commit_before_last_push(&played[0].history, p)?;
+            let at = *played[0].push_attempts(p).last()?;
+            let mut s = Scenario::chapter();
+            s.name = format!(
+                "the chapter's batch, its dispatcher lost during {}'s last push (crash after dispatch commit {nth}, which claimed it), then a restart",
+                p.person.device()
+            );
+            s.until_ms = s.until_ms.max(at + SWEPT_AFTER);
+            Some((s, nth))
+        });
+    let (crashes, lost_played) = std::thread::scope(|scope| {
+        let lost_run = scope.spawn(|| {
+            lost.as_ref()
+                .map(|(s, nth)| {
+                    let fault = Fault::CrashAfterCommit {
+                        op: "dispatch".into(),
+                        nth: *nth,
+                    };
+                    play(case, s, Some(fault))
+                })
+                .transpose()
+        });
+        let crashes = crashes(&points);
+        let lost_played = lost_run
+            .join()
+            .expect("the thread playing the lost dispatcher does not panic");
+        (crashes, lost_played)
+    });
+    let (crashes, lost_played) = (crashes?, lost_played?);
+
+    let mut pairs: Vec<(&Scenario, &Played)> = scenarios.iter().zip(&played).collect();
+    if let (Some((s, _)), Some(p)) = (&lost, &lost_played) {
+        pairs.push((s, p));
+    }
+    pairs.push((&late, &late_played));
     let verdicts = vec![
         judge(TOLD, &pairs, told),
         judge(ONE_EACH, &pairs, one_each),
@@ -754,6 +927,8 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let processes = played
         .iter()
         .chain(crashes.iter().map(|c| &c.played))
+        .chain(&lost_played)
+        .chain([&late_played])
         .map(|p| p.exits.len())
         .sum();
     Ok(Checked {
@@ -772,6 +947,21 @@ fn commit_after_last_push(history: &History, p: &Published) -> Option<u32> {
         .rposition(|e| e.kind == Kind::Send && e.subject.as_deref() == Some(device.as_str()))?;
     history.events[last..]
         .iter()
+        .find(|e| e.kind == Kind::Commit && e.op.as_deref() == Some("dispatch") && e.process == 1)
+        .and_then(|e| e.nth)
+}
+
+/// The number of the last `dispatch` commit before the last push attempt
+/// for `p`, in the first process: the one that claimed the row for it.
+fn commit_before_last_push(history: &History, p: &Published) -> Option<u32> {
+    let device = p.person.device();
+    let last = history
+        .events
+        .iter()
+        .rposition(|e| e.kind == Kind::Send && e.subject.as_deref() == Some(device.as_str()))?;
+    history.events[..last]
+        .iter()
+        .rev()
         .find(|e| e.kind == Kind::Commit && e.op.as_deref() == Some("dispatch") && e.process == 1)
         .and_then(|e| e.nth)
 }
@@ -930,7 +1120,7 @@ fn not_early(s: &Scenario, played: &Played) -> std::result::Result<String, Findi
     let mut details = Vec::new();
     for p in s.published.iter().filter(|p| p.person.channel == "push") {
         let emails = played.emails_to(&p.person);
-        let attempts = played.push_attempts(p);
+        let attempts = played.push_attempts_answered_by(p, s.late);
         match played.push_delivered_at(p) {
             Some(at) => {
                 through += 1;

@@ -143,6 +143,42 @@ fn a_fallback_email_to_the_device_token_reaches_nobody() {
     assert_eq!(report["verdicts"][1]["pass"], false);
 }
 
+#[test]
+fn a_sweep_without_the_fallback_leaves_ada_untold_when_her_dispatcher_is_lost() {
+    let (code, report) = check_json(&["8", "--variant", "sweep-no-fallback"]);
+    assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS");
+    assert_eq!(code, 1);
+    let told = &report["verdicts"][0];
+    assert_eq!(told["evidence"], "14 of 15 told");
+    let scenario = told["scenario"].as_str().unwrap();
+    assert!(
+        scenario.contains("its dispatcher lost during ada-phone's last push"),
+        "{scenario}"
+    );
+    let details = told["details"].to_string();
+    assert!(details.contains("ada was never told"), "{details}");
+    assert_eq!(
+        report["verdicts"][1]["evidence"],
+        "1 email for 2 dead-lettered pushes"
+    );
+}
+
+#[test]
+fn an_unfenced_fallback_emails_ada_again_on_a_late_answer() {
+    let (code, report) = check_json(&["8", "--variant", "fallback-unfenced"]);
+    assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS");
+    assert_eq!(code, 1);
+    let one_each = &report["verdicts"][1];
+    assert_eq!(one_each["evidence"], "2 emails for 1 dead-lettered push");
+    let scenario = one_each["scenario"].as_str().unwrap();
+    assert!(scenario.contains("a late answer"), "{scenario}");
+    let details = one_each["details"].to_string();
+    assert!(
+        details.contains("ada@example.com got 2 emails"),
+        "{details}"
+    );
+}
+
 /// A report without its timings, which no verdict depends on.
 fn without_timings(value: serde_json::Value) -> serde_json::Value {
     match value {
@@ -158,7 +194,11 @@ fn without_timings(value: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn verdicts_are_the_same_on_every_run() {
-    for args in [&["8"][..], &["8", "--variant", "outside-transaction"]] {
+    for args in [
+        &["8"][..],
+        &["8", "--variant", "outside-transaction"],
+        &["8", "--variant", "fallback-unfenced"],
+    ] {
         let (_, first) = check_json(args);
         let (_, second) = check_json(args);
         assert_eq!(

@@ -352,6 +352,17 @@ fn dead_letter(db: &mut Db, row: &Claimed, attempts: i64, err: &SendError) -> Re
 pub fn sweep(db: &mut Db, _providers: &Providers, clock: &Clock) -> Result<()> {
     let orphaned_before = clock.now()? - ORPHANED_AFTER;
     let tx = db.transaction()?;
+    // A push the sweep dead-letters falls back to email like any other.
+    tx.execute(
+        "INSERT INTO outbox (notification, channel, recipient, body)
+             SELECT notifications.id, 'email', people.email, notifications.text
+               FROM outbox
+               JOIN notifications ON notifications.id = outbox.notification
+               JOIN people ON people.id = notifications.person
+              WHERE outbox.status = 'PROCESSING' AND outbox.claimed_at < ?1
+                AND outbox.attempts + 1 >= ?2 AND outbox.channel = 'push'",
+        (orphaned_before, ATTEMPTS),
+    )?;
     tx.execute(
         "UPDATE outbox
             SET status = 'FAILED', attempts = attempts + 1,
