@@ -7,7 +7,8 @@
 //! 422). The check reads every attempt the provider saw, with its simulated
 //! time, and the outbox rows the dispatcher left behind. A second scenario
 //! loses the answer to one send (a timeout), which must be retried like any
-//! other failure. Seeded random batches use other people, channels and
+//! other failure, and has one address whose every send times out: it must
+//! be counted, backed off and dead-lettered like a 503. Seeded random batches use other people, channels and
 //! scripts, let some notices arrive later, and restart the dispatcher
 //! midway, as a deploy would.
 
@@ -86,6 +87,24 @@ pub const CHAPTER: Chapter = Chapter {
             file: "checks/case05/timeout_is_permanent.rs",
             about: "dead-letters a send that got no answer, as if the provider had refused it",
         },
+        Variant {
+            name: "timeout-no-backoff",
+            bin: "case05-timeout-no-backoff",
+            file: "checks/case05/timeout_no_backoff.rs",
+            about: "backs off a 503, but retries a send that got no answer at the next wake-up",
+        },
+        Variant {
+            name: "timeout-retry-inline",
+            bin: "case05-timeout-retry-inline",
+            file: "checks/case05/timeout_retry_inline.rs",
+            about: "re-sends a send that got no answer at once, in the same call",
+        },
+        Variant {
+            name: "timeout-not-counted",
+            bin: "case05-timeout-not-counted",
+            file: "checks/case05/timeout_not_counted.rs",
+            about: "does not count a send that got no answer: an address that never answers is tried forever",
+        },
     ],
     run,
     check,
@@ -107,8 +126,8 @@ const WAKE_UP: i64 = 2 * SECOND;
 /// attempt comes near 5:36, and a dispatcher that never gives up has time
 /// for a fifth.
 const END: i64 = 12 * MINUTE;
-/// How long the scenario with a lost answer runs.
-const SHORT_END: i64 = 2 * MINUTE;
+/// How many attempts, or early retries, of one row a report spells out.
+const SHOWN: usize = 8;
 
 /// How the provider treats one outbox row's recipient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +137,9 @@ enum Script {
     Flaky(u32),
     /// Every attempt fails with a 503.
     Dead,
+    /// Every attempt reaches the provider and fails there, but no answer
+    /// comes: the dispatcher sees a timeout, every time.
+    Unanswered,
     /// Refused for good: a 422.
     Rejected,
 }
@@ -261,23 +283,22 @@ impl Batch {
         }
     }
 
-    /// One person, and one send whose answer never comes: the provider never
-    /// got it, and the dispatcher sees a timeout.
-    fn lost_answer(&self) -> Batch {
+    /// Two people the batch does not tell. The first send to the first one
+    /// never reaches the provider, and the dispatcher sees a timeout; every
+    /// send to the second one reaches the provider, fails there, and gets no
+    /// answer, so every attempt ends in a timeout.
+    fn lost_answers(&self) -> Batch {
         let used: Vec<&str> = self.people.iter().map(|p| p.name.as_str()).collect();
-        let name = NAMES
-            .iter()
-            .rev()
-            .find(|n| !used.contains(n))
-            .expect("20 names are enough");
+        let mut names = NAMES.iter().rev().filter(|n| !used.contains(n));
+        let mut next = |script| Person {
+            text: self.people[0].text.clone(),
+            ..person(names.next().expect("20 names are enough"), "email", script)
+        };
         Batch {
             seed: self.seed,
-            people: vec![Person {
-                text: self.people[0].text.clone(),
-                ..person(name, "email", Script::Healthy)
-            }],
+            people: vec![next(Script::Healthy), next(Script::Unanswered)],
             restart_at: None,
-            end: SHORT_END,
+            end: END,
             fault: Some(Fault::TimeoutBeforeSend {
                 op: "dispatch".to_string(),
                 nth: 1,
@@ -290,8 +311,14 @@ impl Batch {
             None => "the chapter's batch".to_string(),
             Some(seed) => format!("random batch (seed {seed})"),
         };
+        let unanswered: Vec<String> = self
+            .people
+            .iter()
+            .filter(|p| p.script == Script::Unanswered)
+            .map(|p| format!("; every send to {} times out", p.recipient()))
+            .collect();
         match (&self.fault, self.restart_at) {
-            (Some(fault), _) => format!("{batch}, {}", fault.describe()),
+            (Some(fault), _) => format!("{batch}, {}{}", fault.describe(), unanswered.concat()),
             (None, Some(at)) => format!("{batch}, the dispatcher restarted at {}", clock(at)),
             (None, None) => batch,
         }
@@ -320,6 +347,7 @@ impl Batch {
                 })
                 .collect(),
             unreachable: recipients(Script::Dead),
+            unanswered: recipients(Script::Unanswered),
             rejected: recipients(Script::Rejected),
             ..ProviderScript::default()
         }
@@ -488,25 +516,33 @@ impl Played {
         self.left(p).and_then(|l| l.last_error.clone())
     }
 
-    /// "0:00 503, 0:06 503, 0:36 sent"
+    /// "0:00 503, 0:06 503, 0:36 sent"; a failed attempt whose answer never
+    /// came reads "timeout". A row tried more than [`SHOWN`] times shows its
+    /// first ones and how many there were in all.
     fn story(&self, p: &Person) -> String {
         let attempts = self.attempts(p);
         if attempts.is_empty() {
             return "no attempt reached the provider".to_string();
         }
-        attempts
+        let told = attempts
             .iter()
+            .take(SHOWN)
             .map(|(at, outcome)| {
                 let said = match outcome {
                     Outcome::Delivered => "sent",
                     Outcome::Deduplicated => "repeat",
+                    Outcome::Failed if p.script == Script::Unanswered => "timeout",
                     Outcome::Failed => "503",
                     Outcome::Rejected => "422",
                 };
                 format!("{} {said}", clock(*at))
             })
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        match attempts.len() {
+            n if n > SHOWN => format!("{told}, ... ({n} attempts in all)"),
+            _ => told,
+        }
     }
 }
 
@@ -662,7 +698,7 @@ struct Finding {
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let mut batches = vec![Batch::chapter()];
     batches.extend(options.seeds.iter().map(|&s| Batch::random(s)));
-    let lost: Vec<Batch> = batches.iter().map(Batch::lost_answer).collect();
+    let lost: Vec<Batch> = batches.iter().map(Batch::lost_answers).collect();
     batches.extend(lost);
     let played: Vec<Played> = in_parallel(&batches, |b| play(case, b))
         .into_iter()
@@ -766,7 +802,7 @@ fn delivered(played: &Played) -> Option<Finding> {
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
-        // The scenario is one row: its whole story fits.
+        // The scenario is two rows: its whole story fits.
         timeline: fault.then(|| (played.history.clone(), None)),
     })
 }
@@ -777,15 +813,27 @@ fn window(gap: i64) -> (i64, i64) {
     (gap, gap + gap / 10 + WAKE_UP)
 }
 
+/// The first row of the scenario that always fails (a 503, or no answer)
+/// and was not given its 4 attempts at the right gaps, then dead-lettered
+/// with its error.
 fn dead(played: &Played) -> Option<Finding> {
     if let Some(f) = trouble_finding(played) {
         return Some(f);
     }
-    let p = played
+    played
         .batch
         .people
         .iter()
-        .find(|p| p.script == Script::Dead)?;
+        .filter(|p| matches!(p.script, Script::Dead | Script::Unanswered))
+        .find_map(|p| dead_row(played, p))
+}
+
+fn dead_row(played: &Played, p: &Person) -> Option<Finding> {
+    // What the error kept must show, and how the expectation names it.
+    let (said, named, fails) = match p.script {
+        Script::Unanswered => ("did not answer", "the timeout", "never answers"),
+        _ => ("503", "the 503", "always fails"),
+    };
     let attempts = played.attempts(p);
     let status = played.status(p);
     let error = played.last_error(p);
@@ -802,7 +850,7 @@ fn dead(played: &Played) -> Option<Finding> {
             ));
         }
     }
-    let kept = error.as_deref().is_some_and(|e| e.contains("503"));
+    let kept = error.as_deref().is_some_and(|e| e.contains(said));
     if status == "FAILED" && !kept {
         problems.push(match &error {
             None => "no error kept.".to_string(),
@@ -821,13 +869,13 @@ fn dead(played: &Played) -> Option<Finding> {
         format!("{n} {}, then {status}", plural(n, "attempt"))
     };
     let mut details = vec![format!(
-        "{} always fails: {}; left {status}.",
+        "{} {fails}: {}; left {status}.",
         p.label(),
         played.story(p)
     )];
     details.extend(problems);
     details.push(format!(
-        "expected {ATTEMPTS} attempts, {} apart (give or take a wake-up), then FAILED with the 503.",
+        "expected {ATTEMPTS} attempts, {} apart (give or take a wake-up), then FAILED with {named}.",
         and(&RETRY_GAPS.map(gap))
     ));
     Some(Finding {
@@ -910,7 +958,12 @@ fn early(played: &[Played]) -> Option<Finding> {
             }
             if !soon.is_empty() {
                 lines.push(format!("{}: {}.", p.label(), played.story(p)));
-                lines.extend(soon);
+                let more = soon.len().saturating_sub(SHOWN);
+                lines.extend(soon.into_iter().take(SHOWN));
+                if more > 0 {
+                    let retries = if more == 1 { "retry" } else { "retries" };
+                    lines.push(format!("and {more} more early {retries}."));
+                }
             }
         }
         if first.is_none() && !lines.is_empty() {

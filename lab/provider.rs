@@ -158,6 +158,11 @@ impl Provider {
         }
         let refused = self.refusal(&rec, to)?;
         let outcome = rec.attempt(self.channel, to, body, key, refused)?;
+        if self.script.unanswered.iter().any(|r| r == to) {
+            // The provider got the request and failed it; the answer is lost.
+            let _ = rec.event_about(Kind::Timeout, Some(nth), to, NO_ANSWER);
+            return Err(timeout(self.channel));
+        }
         match outcome {
             Outcome::Failed => {
                 return Err(SendError::Unavailable(format!(
@@ -227,7 +232,7 @@ impl Provider {
         if s.rejected.iter().any(|r| r == to) {
             return Ok(Some(Outcome::Rejected));
         }
-        if s.unreachable.iter().any(|r| r == to) {
+        if s.unreachable.iter().chain(&s.unanswered).any(|r| r == to) {
             return Ok(Some(Outcome::Failed));
         }
         let now = rec.now_ms()?;
@@ -248,6 +253,9 @@ impl Provider {
 
 /// The text of the event a request lost on its way records.
 pub const LOST_REQUEST: &str = "the request is lost: nothing reached the provider";
+
+/// The text of the event a send whose answer never comes records.
+pub const NO_ANSWER: &str = "the provider failed it, and no answer comes";
 
 /// The error a caller sees when no answer comes, whether or not the send went out.
 fn timeout(channel: &str) -> SendError {

@@ -64,6 +64,11 @@ pub struct ProviderScript {
     /// Recipients the provider refuses for good (a 4xx): retrying cannot help.
     #[serde(default)]
     pub rejected: Vec<String>,
+    /// Recipients whose every send reaches the provider and fails there
+    /// (the world records a failed attempt), but whose answer never comes:
+    /// the caller sees a timeout, every time.
+    #[serde(default)]
+    pub unanswered: Vec<String>,
     /// Simulated-time windows `[from, to)` in ms during which every send fails.
     #[serde(default)]
     pub outages: Vec<(i64, i64)>,

@@ -143,10 +143,39 @@ fn retrying_at_every_wake_up_is_early() {
 #[test]
 fn a_timeout_is_retried_not_dead_lettered() {
     let (_, pattern, report) = check(&["--variant", "timeout-is-permanent"]);
-    assert_eq!(pattern, "FAIL PASS PASS PASS");
+    assert_eq!(pattern, "FAIL FAIL PASS PASS");
     let v = &report["verdicts"][0];
     assert!(v["scenario"].as_str().unwrap().contains("times out"));
     assert!(!v["timeline"].as_array().unwrap().is_empty());
+}
+
+/// The dead-letter verdict of a variant that mishandles an address whose
+/// every send times out: its scenario and details name the timeouts.
+fn fails_on_the_unanswered_address(variant: &str, evidence: &str) {
+    let (_, pattern, report) = check(&["--variant", variant]);
+    assert_eq!(pattern, "PASS FAIL PASS FAIL", "{variant}");
+    let dead = &report["verdicts"][1];
+    assert_eq!(dead["evidence"], evidence, "{variant}");
+    let scenario = dead["scenario"].as_str().unwrap();
+    assert!(scenario.contains("every send to"), "{scenario}");
+    let details = dead["details"].to_string();
+    assert!(details.contains("never answers"), "{details}");
+    assert!(details.contains("timeout"), "{details}");
+}
+
+#[test]
+fn a_timeout_is_backed_off_like_a_503() {
+    fails_on_the_unanswered_address("timeout-no-backoff", "4 attempts at the wrong gaps");
+}
+
+#[test]
+fn a_timeout_is_not_re_sent_in_the_same_call() {
+    fails_on_the_unanswered_address("timeout-retry-inline", "8 attempts, then FAILED");
+}
+
+#[test]
+fn a_timeout_counts_as_an_attempt() {
+    fails_on_the_unanswered_address("timeout-not-counted", "120 attempts, then PENDING");
 }
 
 #[test]
