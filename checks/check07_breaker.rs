@@ -6,7 +6,10 @@
 //! batches with other outage windows (on either channel) and other mixes of
 //! rows. A long push outage with only three pushes waiting shows
 //! whether rows survive many probes; meanwhile email is quiet, and its one
-//! email fails once. The check judges what the world saw: which rows ended
+//! email fails once. A hang after a busy morning shows whether timeouts
+//! count and old successes fade; bounces and a few hiccups on a working
+//! channel show whether refusals, or failures that are no outage, open the
+//! breaker. The check judges what the world saw: which rows ended
 //! FAILED in the service's database, what each provider was sent and when.
 
 use std::path::Path;
@@ -86,6 +89,30 @@ pub const CHAPTER: Chapter = Chapter {
             bin: "case07-email-only",
             file: "checks/case07/email_only.rs",
             about: "a breaker for email only: tuned to the chapter's outage",
+        },
+        Variant {
+            name: "rejections-count",
+            bin: "case07-rejections-count",
+            file: "checks/case07/rejections_count.rs",
+            about: "refusals (4xx) count as failures: a bounce burst opens the breaker",
+        },
+        Variant {
+            name: "timeouts-not-counted",
+            bin: "case07-timeouts-not-counted",
+            file: "checks/case07/timeouts_not_counted.rs",
+            about: "only a 503 counts: a provider that hangs never opens the breaker",
+        },
+        Variant {
+            name: "consecutive-3",
+            bin: "case07-consecutive-3",
+            file: "checks/case07/consecutive_3.rs",
+            about: "three failures in a row open it, whatever the rate",
+        },
+        Variant {
+            name: "no-window",
+            bin: "case07-no-window",
+            file: "checks/case07/no_window.rs",
+            about: "the failure rate over every send, never pruned: a busy past hides an outage",
         },
     ],
     run,
@@ -199,8 +226,14 @@ struct Scenario {
     /// The channel whose provider has outages.
     down: &'static str,
     outages: Vec<(i64, i64)>,
+    /// Whether the outages are hangs: every send times out instead of
+    /// being answered 503.
+    hangs: bool,
     /// Recipients whose first n attempts fail.
     flaky: Vec<(String, u32)>,
+    /// Recipients the working provider refuses for good (a 4xx): their rows
+    /// are rightly dead-lettered at once, and nothing of theirs is expected.
+    rejected: Vec<String>,
     until_ms: i64,
     /// How many things have happened so far: numbers the texts.
     happened: usize,
@@ -215,7 +248,9 @@ impl Scenario {
             published: Vec::new(),
             down,
             outages: Vec::new(),
+            hangs: false,
             flaky: Vec::new(),
+            rejected: Vec::new(),
             until_ms: 0,
             happened: 0,
         }
@@ -292,6 +327,74 @@ impl Scenario {
         s.flaky = vec![(ada.recipient(), 1)];
         s.outages = vec![(0, 8 * MINUTE)];
         s.until_ms = 8 * MINUTE + DRAIN;
+        s
+    }
+
+    /// A busy morning, then a hang: four people get an email every 10 s
+    /// until 2:50, 72 sends that all go through. From 4:00 to 11:00 the
+    /// email provider stops answering: every send times out. At 4:00 eight
+    /// people by email and three by push are told something, then one
+    /// person every 30 s until 10:30, every third time by push.
+    fn hang() -> Scenario {
+        let busy: Vec<Person> = NAMES[..4].iter().map(|n| Person::new(n, "email")).collect();
+        let emails: Vec<Person> = NAMES[4..12]
+            .iter()
+            .map(|n| Person::new(n, "email"))
+            .collect();
+        let pushes: Vec<Person> = NAMES[12..15]
+            .iter()
+            .map(|n| Person::new(n, "push"))
+            .collect();
+        let people = busy.iter().chain(&emails).chain(&pushes).cloned().collect();
+        let mut s = Scenario::new(
+            None,
+            "the hang after a busy morning".into(),
+            people,
+            "email",
+        );
+        for i in 1..=17 {
+            s.publish(i * 10 * SECOND, &busy.iter().collect::<Vec<_>>());
+        }
+        let start = 4 * MINUTE;
+        let told: Vec<&Person> = emails.iter().chain(&pushes).collect();
+        s.publish(start, &told);
+        for i in 1..=13usize {
+            let person = match i % 3 {
+                0 => &pushes[(i / 3) % pushes.len()],
+                _ => &emails[i % emails.len()],
+            };
+            s.publish(start + i as i64 * 30 * SECOND, &[person]);
+        }
+        s.outages = vec![(start, 11 * MINUTE)];
+        s.hangs = true;
+        s.until_ms = 11 * MINUTE + DRAIN;
+        s
+    }
+
+    /// Bounces and hiccups on a channel that works: the push provider is
+    /// down from 0:00 to 4:00 with three pushes waiting. At 0:30 twelve
+    /// people are emailed, the first six at addresses that do not exist,
+    /// which the email provider refuses for good. At 2:00 six of them and
+    /// three more are emailed; the three newcomers' first sends fail once,
+    /// one after another.
+    fn bounces() -> Scenario {
+        let emails: Vec<Person> = NAMES[..15]
+            .iter()
+            .map(|n| Person::new(n, "email"))
+            .collect();
+        let pushes: Vec<Person> = NAMES[15..18]
+            .iter()
+            .map(|n| Person::new(n, "push"))
+            .collect();
+        let people = emails.iter().chain(&pushes).cloned().collect();
+        let mut s = Scenario::new(None, "bounces and hiccups".into(), people, "push");
+        s.publish(0, &pushes.iter().collect::<Vec<_>>());
+        s.publish(30 * SECOND, &emails[..12].iter().collect::<Vec<_>>());
+        s.publish(2 * MINUTE, &emails[6..].iter().collect::<Vec<_>>());
+        s.rejected = emails[..6].iter().map(Person::recipient).collect();
+        s.flaky = emails[12..].iter().map(|p| (p.recipient(), 1)).collect();
+        s.outages = vec![(0, 4 * MINUTE)];
+        s.until_ms = 4 * MINUTE + DRAIN;
         s
     }
 
@@ -415,14 +518,22 @@ impl Scenario {
             steps.push(Step::with("publish", &p.notice, &p.recipient));
         }
         steps.push(Scenario::schedule(self.until_ms));
-        let script = |channel: &str| ProviderScript {
-            outages: if channel == self.down {
-                self.outages.clone()
-            } else {
-                Vec::new()
-            },
-            flaky: self.flaky.clone(),
-            ..ProviderScript::default()
+        let script = |channel: &str| {
+            let windows = match channel == self.down {
+                true => self.outages.clone(),
+                false => Vec::new(),
+            };
+            let (outages, hangs) = match self.hangs {
+                true => (Vec::new(), windows),
+                false => (windows, Vec::new()),
+            };
+            ProviderScript {
+                outages,
+                hangs,
+                flaky: self.flaky.clone(),
+                rejected: self.rejected.clone(),
+                ..ProviderScript::default()
+            }
         };
         Plan {
             dir: dir.to_path_buf(),
@@ -434,6 +545,14 @@ impl Scenario {
             push: script("push"),
             seed: self.seed.unwrap_or(0),
         }
+    }
+
+    /// The notifications that should reach their person: all but those
+    /// to a recipient the provider refuses.
+    fn expected(&self) -> impl Iterator<Item = &Published> {
+        self.published
+            .iter()
+            .filter(|p| !self.rejected.contains(&p.recipient))
     }
 
     fn is_down(&self, at_ms: i64) -> bool {
@@ -449,11 +568,18 @@ impl Scenario {
             .iter()
             .map(|&(from, to)| format!("from {} to {}", clock(from), clock(to)))
             .collect();
-        format!(
-            "the {} provider is down {}",
-            self.down,
-            windows.join(" and ")
-        )
+        match self.hangs {
+            true => format!(
+                "the {} provider hangs {}, every send timing out",
+                self.down,
+                windows.join(" and ")
+            ),
+            false => format!(
+                "the {} provider is down {}",
+                self.down,
+                windows.join(" and ")
+            ),
+        }
     }
 }
 
@@ -512,6 +638,7 @@ impl Played {
             .map(|d| d.at_ms)
     }
 
+    /// The rows that ended FAILED.
     fn dead_letters(&self) -> Vec<&Row> {
         self.rows.iter().filter(|r| r.status == "FAILED").collect()
     }
@@ -692,7 +819,12 @@ fn trouble_finding(s: &Scenario, played: &Played) -> Option<Finding> {
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
-    let mut scenarios = vec![Scenario::chapter(), Scenario::quiet()];
+    let mut scenarios = vec![
+        Scenario::chapter(),
+        Scenario::quiet(),
+        Scenario::hang(),
+        Scenario::bounces(),
+    ];
     scenarios.extend(options.seeds.iter().map(|&seed| Scenario::random(seed)));
     let played: Vec<Played> = in_parallel(&scenarios, |s| play(case, s))
         .into_iter()
@@ -735,7 +867,12 @@ fn judge(
 }
 
 fn not_dead(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
-    let dead = played.dead_letters();
+    // A row the provider refused for good is rightly dead-lettered.
+    let dead: Vec<&Row> = played
+        .dead_letters()
+        .into_iter()
+        .filter(|r| !s.rejected.contains(&r.recipient))
+        .collect();
     if dead.is_empty() {
         return Ok(format!("0 of {} rows", played.rows.len()));
     }
@@ -757,11 +894,10 @@ fn not_dead(s: &Scenario, played: &Played) -> std::result::Result<String, Findin
 
 fn delivered(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
     let lost: Vec<&Published> = s
-        .published
-        .iter()
+        .expected()
         .filter(|p| played.delivered_at(p).is_none())
         .collect();
-    let total = s.published.len();
+    let total = s.expected().count();
     let tally = format!("{} of {total} delivered", total - lost.len());
     if lost.is_empty() {
         return Ok(tally);
@@ -849,7 +985,7 @@ fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Fi
 }
 
 fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
-    let working: Vec<&Published> = s.published.iter().filter(|p| p.channel != s.down).collect();
+    let working: Vec<&Published> = s.expected().filter(|p| p.channel != s.down).collect();
     let up = working.first().map(|p| p.channel).unwrap_or("push");
     let waits: Vec<(&Published, Option<i64>)> = working
         .iter()

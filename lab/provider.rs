@@ -156,6 +156,18 @@ impl Provider {
                 return Err(timeout(self.channel));
             }
         }
+        let now = rec.now_ms()?;
+        if self
+            .script
+            .hangs
+            .iter()
+            .any(|&(from, until)| (from..until).contains(&now))
+        {
+            // The request reaches a provider that never answers: nothing is
+            // delivered, and the caller is left waiting until it gives up.
+            rec.attempt(self.channel, to, body, key, Some(Outcome::Failed))?;
+            return Err(timeout(self.channel));
+        }
         let refused = self.refusal(&rec, to)?;
         let outcome = rec.attempt(self.channel, to, body, key, refused)?;
         if self.script.unanswered.iter().any(|r| r == to) {

@@ -72,6 +72,10 @@ pub struct ProviderScript {
     /// Simulated-time windows `[from, to)` in ms during which every send fails.
     #[serde(default)]
     pub outages: Vec<(i64, i64)>,
+    /// Simulated-time windows `[from, to)` in ms during which the provider
+    /// hangs: every send times out, and nothing is delivered.
+    #[serde(default)]
+    pub hangs: Vec<(i64, i64)>,
     /// Recipients whose every send kills the sending process before the
     /// provider gets it: a poison message, e.g. one the renderer crashes on.
     #[serde(default)]

@@ -144,6 +144,44 @@ fn a_breaker_for_email_only_fails_when_push_goes_down() {
 }
 
 #[test]
+fn a_breaker_that_counts_refusals_opens_on_a_bounce_burst() {
+    let (_, report) = check_json(&["7", "--variant", "rejections-count"]);
+    assert_eq!(pattern(&report), "PASS FAIL PASS FAIL PASS");
+    let scenario = report["verdicts"][3]["scenario"].as_str().unwrap();
+    assert!(scenario.starts_with("bounces and hiccups"), "{scenario}");
+}
+
+#[test]
+fn a_breaker_that_ignores_timeouts_never_opens_on_a_hang() {
+    let (_, report) = check_json(&["7", "--variant", "timeouts-not-counted"]);
+    assert_eq!(pattern(&report), "FAIL FAIL FAIL PASS PASS");
+    let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
+    assert!(
+        scenario.starts_with("the hang after a busy morning"),
+        "{scenario}"
+    );
+}
+
+#[test]
+fn a_breaker_that_opens_on_three_in_a_row_delays_a_few_hiccups() {
+    let (_, report) = check_json(&["7", "--variant", "consecutive-3"]);
+    assert_eq!(pattern(&report), "PASS PASS PASS FAIL PASS");
+    let details = report["verdicts"][3]["details"].to_string();
+    assert!(details.contains("published at 2:00"), "{details}");
+}
+
+#[test]
+fn a_breaker_with_no_window_is_blinded_by_a_busy_past() {
+    let (_, report) = check_json(&["7", "--variant", "no-window"]);
+    assert_eq!(pattern(&report), "FAIL FAIL FAIL PASS PASS");
+    let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
+    assert!(
+        scenario.starts_with("the hang after a busy morning"),
+        "{scenario}"
+    );
+}
+
+#[test]
 fn a_random_batch_replays_by_its_seed() {
     // Seed 1 takes the push provider down: the email-only breaker lets the
     // dispatcher hammer it.
