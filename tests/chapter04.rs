@@ -185,13 +185,24 @@ fn without_timings(value: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn verdicts_are_the_same_on_every_run() {
+    // This chapter judges real lock waits, so the counts in the evidence
+    // (how many invites waited past the line) may move on a loaded machine;
+    // the verdicts and the properties they judge may not.
     for args in [&["4"][..], &["4", "--variant", "longer-busy-timeout"]] {
         let (_, first) = check_json(args);
         let (_, second) = check_json(args);
         assert_eq!(
-            without_timings(first),
-            without_timings(second),
+            pattern(&first),
+            pattern(&second),
             "check {args:?} changed its mind"
+        );
+        assert_eq!(
+            without_timings(first)["verdicts"]
+                .as_array()
+                .map(|v| v.iter().map(|v| v["property"].clone()).collect::<Vec<_>>()),
+            without_timings(second)["verdicts"]
+                .as_array()
+                .map(|v| v.iter().map(|v| v["property"].clone()).collect::<Vec<_>>()),
         );
     }
 }
