@@ -925,7 +925,8 @@ fn delivered(s: &Scenario, played: &Played) -> std::result::Result<String, Findi
         details.push(format!("... and {} more", lost.len() - 3));
     }
     details.push(format!(
-        "the provider was back at {}; the dispatcher ran on for {}.",
+        "the {} provider was back at {}; the dispatcher ran on for {}.",
+        s.down,
         clock(end),
         span(s.until_ms - end)
     ));
