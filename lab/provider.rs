@@ -120,13 +120,6 @@ impl Provider {
         if wait > 0 {
             std::thread::sleep(Duration::from_millis(wait));
         }
-        if let Some(until) = self.script.hold_until_ms {
-            // Another process moves the clock; this one waits for it, outside
-            // every lock but the moment it takes to read the time.
-            while lock(&self.recorder).now_ms()? < until {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
         if !self.script.hold_until_any.is_empty() {
             self.hold(to)?;
         }

@@ -80,13 +80,6 @@ pub struct ProviderScript {
     /// provider gets it: a poison message, e.g. one the renderer crashes on.
     #[serde(default)]
     pub crash_on: Vec<String>,
-    /// A send answers no sooner than this simulated time: it blocks, in real
-    /// time, until another process of the scenario moves the clock there (a
-    /// send that hangs for minutes while the rest of the service goes on).
-    /// It waits even for a process that has died: where one may, use
-    /// [`ProviderScript::hold_until_any`] with [`Moment::Ended`].
-    #[serde(default)]
-    pub hold_until_ms: Option<i64>,
     /// Records in the world that a send has begun, before any wait, so that
     /// the parent or another process can wait for it ([`Moment::Sending`]).
     #[serde(default)]
