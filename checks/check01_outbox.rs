@@ -9,7 +9,7 @@
 
 use anyhow::Result;
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
@@ -24,38 +24,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/01-send-after-commit.md",
     bin: "case01",
     shipped_hash: 0x4b84_039e_e2c3_1853,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case01-solution",
-            file: "checks/case01/solution.rs",
-            about: "the outbox row in the invite's transaction, sent by the relay",
-        },
-        Variant {
-            name: "send-after-commit",
-            bin: "case01-send-after-commit",
-            file: "checks/case01/send_after_commit.rs",
-            about: "the email moved after commit(): a crash loses it",
-        },
-        Variant {
-            name: "second-transaction",
-            bin: "case01-second-transaction",
-            file: "checks/case01/second_transaction.rs",
-            about: "the outbox row written in a second transaction: a crash loses it",
-        },
-        Variant {
-            name: "check-seats-first",
-            bin: "case01-check-seats-first",
-            file: "checks/case01/check_seats_first.rs",
-            about: "checks the seat, then sends inside the transaction: a failing commit",
-        },
-        Variant {
-            name: "only-acme",
-            bin: "case01-only-acme",
-            file: "checks/case01/only_acme.rs",
-            about: "an outbox for ws_acme only: tuned to the chapter's batch",
-        },
-    ],
     run,
     check,
 };

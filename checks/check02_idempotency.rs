@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use anyhow::Result;
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
@@ -32,68 +32,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/02-repeats-are-harmless.md",
     bin: "case02",
     shipped_hash: 0x7ced_a3d4_3278_2e70,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case02-solution",
-            file: "checks/case02/solution.rs",
-            about: "one key per outbox row, outbox/<id>, on every attempt",
-        },
-        Variant {
-            name: "fresh-key",
-            bin: "case02-fresh-key",
-            file: "checks/case02/fresh_key.rs",
-            about: "a new random key per attempt: no repeat ever matches",
-        },
-        Variant {
-            name: "mark-before-send",
-            bin: "case02-mark-before-send",
-            file: "checks/case02/mark_before_send.rs",
-            about: "marks the row sent, then sends: a crash in between loses the email",
-        },
-        Variant {
-            name: "process-key",
-            bin: "case02-process-key",
-            file: "checks/case02/process_key.rs",
-            about: "a key with the process id in it: a restart makes a new key",
-        },
-        Variant {
-            name: "shared-key",
-            bin: "case02-shared-key",
-            file: "checks/case02/shared_key.rs",
-            about: "one key for every row: only the first email is delivered",
-        },
-        Variant {
-            name: "recipient-key",
-            bin: "case02-recipient-key",
-            file: "checks/case02/recipient_key.rs",
-            about: "a key per recipient: a second workspace's invitation is dropped",
-        },
-        Variant {
-            name: "send-in-transaction",
-            bin: "case02-send-in-transaction",
-            file: "checks/case02/send_in_transaction.rs",
-            about: "marks and sends in one transaction: a rollback cannot recall the email",
-        },
-        Variant {
-            name: "reused-row-id",
-            bin: "case02-reused-row-id",
-            file: "checks/case02/reused_row_id.rs",
-            about: "keys by row id but deletes sent rows: SQLite hands the id out again",
-        },
-        Variant {
-            name: "never-marks",
-            bin: "case02-never-marks",
-            file: "checks/case02/never_marks.rs",
-            about: "relies on the key and never marks: the next day everything goes again",
-        },
-        Variant {
-            name: "timeout-means-sent",
-            bin: "case02-timeout-means-sent",
-            file: "checks/case02/timeout_means_sent.rs",
-            about: "marks a timed-out send as sent: a lost request is never retried",
-        },
-    ],
     run,
     check,
 };

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Result;
 use rusqlite::Connection;
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
@@ -42,56 +42,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/03-two-relays.md",
     bin: "case03",
     shipped_hash: 0xb398_f15c_087c_d5e8,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case03-solution",
-            file: "checks/case03/solution.rs",
-            about: "one UPDATE ... RETURNING claims a batch under the relay's name; send only that",
-        },
-        Variant {
-            name: "select-then-update",
-            bin: "case03-select-then-update",
-            file: "checks/case03/select_then_update.rs",
-            about: "reads pending rows, then claims them in a second statement: both relays read them",
-        },
-        Variant {
-            name: "claim-ignores-status",
-            bin: "case03-claim-ignores-status",
-            file: "checks/case03/claim_ignores_status.rs",
-            about: "claims every row not yet sent, including rows another relay is sending",
-        },
-        Variant {
-            name: "send-inside-claim",
-            bin: "case03-send-inside-claim",
-            file: "checks/case03/send_inside_claim.rs",
-            about: "keeps the claim's transaction open across the sends: the other relays wait",
-        },
-        Variant {
-            name: "no-owner",
-            bin: "case03-no-owner",
-            file: "checks/case03/no_owner.rs",
-            about: "claims without an owner, then sends every PROCESSING row, others' too",
-        },
-        Variant {
-            name: "claim-count-ignored",
-            bin: "case03-claim-count-ignored",
-            file: "checks/case03/claim_count_ignored.rs",
-            about: "claims each row with a status check, but sends it even when the claim changed nothing",
-        },
-        Variant {
-            name: "key-only",
-            bin: "case03-key-only",
-            file: "checks/case03/key_only.rs",
-            about: "no claim, chapter 2's key: the provider drops the repeats, the race stays",
-        },
-        Variant {
-            name: "rows-by-relay-number",
-            bin: "case03-rows-by-relay-number",
-            file: "checks/case03/rows_by_relay_number.rs",
-            about: "relay-N takes the rows with id % 2 == N % 2: right for two relays only",
-        },
-    ],
     run,
     check,
 };

@@ -15,7 +15,7 @@
 
 use anyhow::Result;
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
@@ -31,44 +31,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/04-hold-locks-briefly.md",
     bin: "case04",
     shipped_hash: 0x14c0_426d_8871_ac19,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case04-solution",
-            file: "checks/case04/solution.rs",
-            about: "claim in a short transaction, send with none open, record each result",
-        },
-        Variant {
-            name: "longer-busy-timeout",
-            bin: "case04-longer-busy-timeout",
-            file: "checks/case04/longer_busy_timeout.rs",
-            about: "invites wait 10 s for the lock: no errors, but they wait for every send",
-        },
-        Variant {
-            name: "send-inside-claim",
-            bin: "case04-send-inside-claim",
-            file: "checks/case04/send_inside_claim.rs",
-            about: "records results in short transactions, but sends before the claim commits",
-        },
-        Variant {
-            name: "row-at-a-time",
-            bin: "case04-row-at-a-time",
-            file: "checks/case04/row_at_a_time.rs",
-            about: "one transaction per row, still open across that row's send",
-        },
-        Variant {
-            name: "retry-on-busy",
-            bin: "case04-retry-on-busy",
-            file: "checks/case04/retry_on_busy.rs",
-            about: "the invite retries on a busy database: no errors, long waits",
-        },
-        Variant {
-            name: "parallel-sends",
-            bin: "case04-parallel-sends",
-            file: "checks/case04/parallel_sends.rs",
-            about: "sends the batch concurrently, inside the transaction: one send's wait",
-        },
-    ],
     run,
     check,
 };

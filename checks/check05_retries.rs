@@ -16,7 +16,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::report::Verdict;
 use lab::rng::Rng;
@@ -32,80 +32,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/05-retry-back-off-dead-letter.md",
     bin: "case05",
     shipped_hash: 0xf4e6_5d1b_67b5_93aa,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case05-solution",
-            file: "checks/case05/solution.rs",
-            about: "retries 5 s, 30 s and 5 min after a failure, then FAILED; a 4xx fails at once",
-        },
-        Variant {
-            name: "immediate-retry",
-            bin: "case05-immediate-retry",
-            file: "checks/case05/immediate_retry.rs",
-            about: "retries at once, in the same wake-up: four attempts in a blink",
-        },
-        Variant {
-            name: "unlimited-retries",
-            bin: "case05-unlimited-retries",
-            file: "checks/case05/unlimited_retries.rs",
-            about: "backs off but never gives up: a dead address is tried forever",
-        },
-        Variant {
-            name: "retry-rejections",
-            bin: "case05-retry-rejections",
-            file: "checks/case05/retry_rejections.rs",
-            about: "retries a permanent rejection as if it were a 503",
-        },
-        Variant {
-            name: "gap-off-by-one",
-            bin: "case05-gap-off-by-one",
-            file: "checks/case05/gap_off_by_one.rs",
-            about: "picks the gap from the wrong attempt count: 30 s, 5 min, then gives up",
-        },
-        Variant {
-            name: "error-not-kept",
-            bin: "case05-error-not-kept",
-            file: "checks/case05/error_not_kept.rs",
-            about: "retries right, but a dead letter does not say what killed it",
-        },
-        Variant {
-            name: "every-wake-up",
-            bin: "case05-every-wake-up",
-            file: "checks/case05/every_wake_up.rs",
-            about: "leaves a failed row PENDING: retried at every 2 s wake-up, four times",
-        },
-        Variant {
-            name: "attempts-in-memory",
-            bin: "case05-attempts-in-memory",
-            file: "checks/case05/attempts_in_memory.rs",
-            about: "counts attempts in the process: a restart gives every row a fresh start",
-        },
-        Variant {
-            name: "timeout-is-permanent",
-            bin: "case05-timeout-is-permanent",
-            file: "checks/case05/timeout_is_permanent.rs",
-            about: "dead-letters a send that got no answer, as if the provider had refused it",
-        },
-        Variant {
-            name: "timeout-no-backoff",
-            bin: "case05-timeout-no-backoff",
-            file: "checks/case05/timeout_no_backoff.rs",
-            about: "backs off a 503, but retries a send that got no answer at the next wake-up",
-        },
-        Variant {
-            name: "timeout-retry-inline",
-            bin: "case05-timeout-retry-inline",
-            file: "checks/case05/timeout_retry_inline.rs",
-            about: "re-sends a send that got no answer at once, in the same call",
-        },
-        Variant {
-            name: "timeout-not-counted",
-            bin: "case05-timeout-not-counted",
-            file: "checks/case05/timeout_not_counted.rs",
-            about: "does not count a send that got no answer: an address that never answers is tried forever",
-        },
-    ],
     run,
     check,
 };

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::report::Verdict;
 use lab::rng::Rng;
@@ -50,62 +50,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/06-orphans.md",
     bin: "case06",
     shipped_hash: 0xd087_8db6_cda7_5c47,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case06-solution",
-            file: "checks/case06/solution.rs",
-            about: "hands back claims over 5 min old, counts the lost attempt, fences every result",
-        },
-        Variant {
-            name: "no-fence",
-            bin: "case06-no-fence",
-            file: "checks/case06/no_fence.rs",
-            about: "records results by row id alone: a late answer overwrites a delivered row",
-        },
-        Variant {
-            name: "short-threshold",
-            bin: "case06-short-threshold",
-            file: "checks/case06/short_threshold.rs",
-            about: "hands back claims over 1 min old: a slow send is sent a second time",
-        },
-        Variant {
-            name: "sweep-resets-attempts",
-            bin: "case06-sweep-resets-attempts",
-            file: "checks/case06/sweep_resets_attempts.rs",
-            about: "hands rows back with a fresh count: a poison row loops forever",
-        },
-        Variant {
-            name: "status-fence",
-            bin: "case06-status-fence",
-            file: "checks/case06/status_fence.rs",
-            about: "records a result while the row is PROCESSING, whoever's claim it is",
-        },
-        Variant {
-            name: "sweep-forgets-attempt",
-            bin: "case06-sweep-forgets-attempt",
-            file: "checks/case06/sweep_forgets_attempt.rs",
-            about: "hands rows back without counting the lost attempt: a poison row loops",
-        },
-        Variant {
-            name: "threshold-3min",
-            bin: "case06-threshold-3min",
-            file: "checks/case06/threshold_3min.rs",
-            about: "hands back claims over 3 min old: a send of 4 min 50 s is sent twice",
-        },
-        Variant {
-            name: "threshold-4min",
-            bin: "case06-threshold-4min",
-            file: "checks/case06/threshold_4min.rs",
-            about: "hands back claims over 4 min old: a send of 4 min 50 s is sent twice",
-        },
-        Variant {
-            name: "sweep-not-sent",
-            bin: "case06-sweep-not-sent",
-            file: "checks/case06/sweep_not_sent.rs",
-            about: "hands back every old claim not SENT: a dead letter is sent again",
-        },
-    ],
     run,
     check,
 };

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use rusqlite::Connection;
 use serde::Serialize;
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::report::Verdict;
 use lab::rng::Rng;
@@ -35,86 +35,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/07-circuit-breaker.md",
     bin: "case07",
     shipped_hash: 0x6caa_1b0f_5acf_b082,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case07-solution",
-            file: "checks/case07/solution.rs",
-            about: "a breaker per channel: opens on most of 5+ sends failing, one probe per 30 s",
-        },
-        Variant {
-            name: "global-breaker",
-            bin: "case07-global-breaker",
-            file: "checks/case07/global_breaker.rs",
-            about: "one breaker for every channel: an email outage holds back push",
-        },
-        Variant {
-            name: "probe-flood",
-            bin: "case07-probe-flood",
-            file: "checks/case07/probe_flood.rs",
-            about: "half-open lets every claimed row through, not one probe",
-        },
-        Variant {
-            name: "open-consumes-attempts",
-            bin: "case07-open-consumes-attempts",
-            file: "checks/case07/open_consumes_attempts.rs",
-            about: "rows claimed while open count a failed attempt without a send",
-        },
-        Variant {
-            name: "no-minimum",
-            bin: "case07-no-minimum",
-            file: "checks/case07/no_minimum.rs",
-            about: "no minimum number of sends: one failure out of one opens the breaker",
-        },
-        Variant {
-            name: "forgetful-breaker",
-            bin: "case07-forgetful-breaker",
-            file: "checks/case07/forgetful_breaker.rs",
-            about: "the breaker is a local variable: every wake-up starts closed",
-        },
-        Variant {
-            name: "probe-every-tick",
-            bin: "case07-probe-every-tick",
-            file: "checks/case07/probe_every_tick.rs",
-            about: "a failed probe leaves the breaker half-open: a probe every 2 s",
-        },
-        Variant {
-            name: "probe-charges-row",
-            bin: "case07-probe-charges-row",
-            file: "checks/case07/probe_charges_row.rs",
-            about: "a failed probe costs its row an attempt: long outages dead-letter rows",
-        },
-        Variant {
-            name: "email-only",
-            bin: "case07-email-only",
-            file: "checks/case07/email_only.rs",
-            about: "a breaker for email only: tuned to the chapter's outage",
-        },
-        Variant {
-            name: "rejections-count",
-            bin: "case07-rejections-count",
-            file: "checks/case07/rejections_count.rs",
-            about: "refusals (4xx) count as failures: a bounce burst opens the breaker",
-        },
-        Variant {
-            name: "timeouts-not-counted",
-            bin: "case07-timeouts-not-counted",
-            file: "checks/case07/timeouts_not_counted.rs",
-            about: "only a 503 counts: a provider that hangs never opens the breaker",
-        },
-        Variant {
-            name: "consecutive-3",
-            bin: "case07-consecutive-3",
-            file: "checks/case07/consecutive_3.rs",
-            about: "three failures in a row open it, whatever the rate",
-        },
-        Variant {
-            name: "no-window",
-            bin: "case07-no-window",
-            file: "checks/case07/no_window.rs",
-            about: "the failure rate over every send, never pruned: a busy past hides an outage",
-        },
-    ],
     run,
     check,
 };

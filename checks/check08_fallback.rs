@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 use rusqlite::Connection;
 use serde::Serialize;
 
-use lab::chapter::{Chapter, CheckOptions, Checked, Variant};
+use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::report::Verdict;
 use lab::rng::Rng;
@@ -38,63 +38,6 @@ pub const CHAPTER: Chapter = Chapter {
     text_file: "chapters/08-push-falls-back.md",
     bin: "case08",
     shipped_hash: 0x0ce3_1275_629e_df8b,
-    variants: &[
-        Variant {
-            name: "solution",
-            bin: "case08-solution",
-            file: "checks/case08/solution.rs",
-            about:
-                "an important push that is dead-lettered queues one email, in the same transaction",
-        },
-        Variant {
-            name: "first-error",
-            bin: "case08-first-error",
-            file: "checks/case08/first_error.rs",
-            about: "falls back on the first push error: told twice when the retry works",
-        },
-        Variant {
-            name: "every-kind",
-            bin: "case08-every-kind",
-            file: "checks/case08/every_kind.rs",
-            about: "every dead-lettered push falls back, whatever its kind",
-        },
-        Variant {
-            name: "outside-transaction",
-            bin: "case08-outside-transaction",
-            file: "checks/case08/outside_transaction.rs",
-            about: "queues the email after the FAILED commit: a crash in between loses it",
-        },
-        Variant {
-            name: "only-after-retries",
-            bin: "case08-only-after-retries",
-            file: "checks/case08/only_after_retries.rs",
-            about: "no fallback for a push the provider refuses for good",
-        },
-        Variant {
-            name: "one-attempt-early",
-            bin: "case08-one-attempt-early",
-            file: "checks/case08/one_attempt_early.rs",
-            about: "falls back after the third failure, with a retry still to come",
-        },
-        Variant {
-            name: "fallback-to-device",
-            bin: "case08-fallback-to-device",
-            file: "checks/case08/fallback_to_device.rs",
-            about: "the fallback email goes to the push's device token, not the address",
-        },
-        Variant {
-            name: "sweep-no-fallback",
-            bin: "case08-sweep-no-fallback",
-            file: "checks/case08/sweep_no_fallback.rs",
-            about: "a push the sweep dead-letters queues no email",
-        },
-        Variant {
-            name: "fallback-unfenced",
-            bin: "case08-fallback-unfenced",
-            file: "checks/case08/fallback_unfenced.rs",
-            about: "falls back even when the fenced update changed no row: a late finisher emails again",
-        },
-    ],
     run,
     check,
 };

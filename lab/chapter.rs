@@ -17,29 +17,16 @@ pub struct Chapter {
     pub case_file: &'static str,
     /// The chapter's text, relative to the workshop's root.
     pub text_file: &'static str,
-    /// The case's binary, e.g. `case01`.
+    /// The case's binary, e.g. `case01`. Its other versions (the reference
+    /// solution and the wrong fixes, see [`crate::catalogue`]) are named after
+    /// it, e.g. `case01-solution`.
     pub bin: &'static str,
     /// FNV-1a hash of the case file as shipped: an equal file is "not started".
     pub shipped_hash: u64,
-    /// The reference solution and the catalogued wrong fixes.
-    pub variants: &'static [Variant],
     /// `notify run N`: plays the chapter's batch and tells its story.
     pub run: fn(&Case) -> Result<String>,
     /// `notify check N`: plays every scenario and judges each property.
     pub check: fn(&Case, &CheckOptions) -> Result<Checked>,
-}
-
-/// A buildable version of a case kept under `checks/`: the reference
-/// solution, or a wrong fix the check must catch.
-pub struct Variant {
-    /// E.g. `solution` or `send-after-commit`.
-    pub name: &'static str,
-    /// Its binary, e.g. `case01-solution`.
-    pub bin: &'static str,
-    /// Its file, relative to the workshop's root.
-    pub file: &'static str,
-    /// One line: what it does, and for a wrong fix, why it is wrong.
-    pub about: &'static str,
 }
 
 /// How a check is asked to run.
@@ -59,9 +46,14 @@ pub struct Checked {
 /// The random batches every check replays unless `--seed` says otherwise.
 pub const DEFAULT_SEEDS: [u64; 3] = [1, 2, 3];
 
-/// FNV-1a, 64 bits: a stable fingerprint of a case file.
-pub fn fingerprint(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
-        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+/// FNV-1a, 64 bits: a stable fingerprint of a case file. A `const fn`, so a
+/// case binary can carry the fingerprint of the source it was built from.
+pub const fn fingerprint(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash = (hash ^ bytes[i] as u64).wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    hash
 }

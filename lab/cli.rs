@@ -20,8 +20,9 @@ use anyhow::{bail, Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
 use colored::Colorize;
 
-use crate::chapter::{Chapter, Variant};
-use crate::compile::{build, find_root, Built};
+use crate::catalogue;
+use crate::chapter::{fingerprint, Chapter};
+use crate::compile::{build_verified, build_version, find_root, fingerprint_of, Built};
 use crate::experiments::{run_try, Journal};
 use crate::runner::Case;
 
@@ -83,6 +84,10 @@ enum Command {
         /// Print the verdicts as JSON
         #[arg(long)]
         json: bool,
+        /// Grade nothing: print the --variant's patch (or the --solution), or
+        /// with neither, list the chapter's variants (for instructors)
+        #[arg(long, conflicts_with_all = ["all", "json", "seed"])]
+        show: bool,
     },
     /// Re-checks a case every time you save it (keys: h hint, r run, q quit)
     Watch {
@@ -159,6 +164,7 @@ struct Which {
     #[arg(long, conflicts_with = "variant")]
     solution: bool,
     /// Use a catalogued wrong fix from checks/ instead of your file
+    /// (`notify check N --show` lists them)
     #[arg(long, value_name = "NAME")]
     variant: Option<String>,
 }
@@ -220,7 +226,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 Prepared::Ready(case) => case,
                 Prepared::DoesNotCompile(errors) => {
                     eprint!("{errors}");
-                    eprintln!("{}", does_not_compile(chapter, &which)?);
+                    eprintln!("{}", does_not_compile(chapter, &which));
                     return Ok(EXIT_ERROR);
                 }
             };
@@ -234,7 +240,12 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             seed,
             timeout,
             json,
+            show,
         } => {
+            if show {
+                let raw = chapter.expect("clap asks for a chapter unless --all");
+                return check::show(&root, find_chapter(chapters, &raw)?, &which);
+            }
             let timeout = timeout_of(timeout)?;
             let options = check::Options {
                 which,
@@ -306,33 +317,16 @@ fn timeout_of(seconds: f64) -> Result<Duration> {
         .context("--timeout takes a number of seconds a clock can count, e.g. --timeout 5")
 }
 
-/// The source file of the version `which` of `chapter`'s case.
-fn file_of<'a>(chapter: &'a Chapter, which: &Which) -> Result<&'a str> {
-    Ok(match (which.solution, &which.variant) {
-        (true, _) => variant(chapter, "solution")?.file,
-        (false, Some(name)) => variant(chapter, name)?.file,
-        (false, None) => chapter.case_file,
-    })
-}
-
-/// The variant `name` of `chapter`, or an error listing its variants.
-fn variant<'a>(chapter: &'a Chapter, name: &str) -> Result<&'a Variant> {
-    chapter
-        .variants
-        .iter()
-        .find(|v| v.name == name)
-        .ok_or_else(|| {
-            let known: Vec<String> = chapter
-                .variants
-                .iter()
-                .map(|v| format!("  {:<22} {}", v.name, v.about))
-                .collect();
-            anyhow::anyhow!(
-                "case {} has no variant {name:?}. Its variants are:\n{}",
-                chapter.number,
-                known.join("\n")
-            )
-        })
+/// The file the version `which` of `chapter`'s case comes from, relative to
+/// the workshop's root: the learner's case, the reference solution, or a
+/// wrong fix's patch.
+fn file_of(chapter: &Chapter, which: &Which) -> String {
+    match (which.solution, &which.variant) {
+        (true, _) => catalogue::solution_file(chapter),
+        (false, Some(name)) if name == catalogue::SOLUTION => catalogue::solution_file(chapter),
+        (false, Some(name)) => catalogue::patch_file(chapter, name),
+        (false, None) => chapter.case_file.to_string(),
+    }
 }
 
 /// What came of building a case.
@@ -342,45 +336,72 @@ enum Prepared {
     DoesNotCompile(String),
 }
 
-/// Builds the version `which` of `chapter`'s case, and only that binary.
+/// Builds the version `which` of `chapter`'s case, and only that binary,
+/// and makes sure the binary was built from the bytes on disk.
 fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> Result<Prepared> {
-    let file = file_of(chapter, which)?;
-    let bin = match (which.solution, &which.variant) {
-        (true, _) => variant(chapter, "solution")?.bin,
-        (false, Some(name)) => variant(chapter, name)?.bin,
-        (false, None) => chapter.bin,
+    let (name, built, source) = match (which.solution, &which.variant) {
+        (false, None) => {
+            let path: PathBuf = root.join(chapter.case_file);
+            let source = std::fs::read(&path).map_err(|err| {
+                if err.kind() == std::io::ErrorKind::NotFound {
+                    anyhow::anyhow!(
+                        "{} is missing. It is the file case {} is built from; `notify reset {}` puts back the shipped version.",
+                        path.display(),
+                        chapter.number,
+                        chapter.number
+                    )
+                } else {
+                    anyhow::Error::new(err).context(format!("could not read {}", path.display()))
+                }
+            })?;
+            let built = build_verified(root, chapter.bin, &source)?;
+            (chapter.bin.to_string(), built, source)
+        }
+        (solution, variant) => {
+            let version = if solution {
+                catalogue::SOLUTION
+            } else {
+                variant.as_deref().expect("a variant when not the solution")
+            };
+            let source = catalogue::source(root, chapter, version)?;
+            let name = format!("{}-{version}", chapter.bin);
+            let built = build_version(root, &name, &source)?;
+            (name, built, source.into_bytes())
+        }
     };
-    let path: PathBuf = root.join(file);
-    if !path.is_file() {
+    let exe = match built {
+        Built::Ready(exe) => exe,
+        Built::DoesNotCompile(errors) => return Ok(Prepared::DoesNotCompile(errors)),
+    };
+    let source = fingerprint(&source);
+    if fingerprint_of(&exe)? != source {
         bail!(
-            "{} is missing. It is the file case {} is built from; `notify reset {}` puts back the shipped version.",
-            path.display(),
-            chapter.number,
-            chapter.number
+            "{} was not built from {}, so it cannot be graded.\n\
+             Run `cargo clean` (or delete this workshop's target folder) and try again.",
+            exe.display(),
+            file_of(chapter, which)
         );
     }
-    Ok(match build(root, bin)? {
-        Built::Ready(exe) => Prepared::Ready(Case {
-            exe,
-            name: bin.to_string(),
-            timeout,
-        }),
-        Built::DoesNotCompile(errors) => Prepared::DoesNotCompile(errors),
-    })
+    Ok(Prepared::Ready(Case {
+        exe,
+        name,
+        timeout,
+        source,
+    }))
 }
 
 /// The line under a case's compiler errors.
-fn does_not_compile(chapter: &Chapter, which: &Which) -> Result<String> {
-    Ok(format!(
+fn does_not_compile(chapter: &Chapter, which: &Which) -> String {
+    format!(
         "{} case {} does not compile: fix the errors above in {}",
         "error:".red().bold(),
         chapter.number,
-        file_of(chapter, which)?
-    ))
+        file_of(chapter, which)
+    )
 }
 
 /// A file kept with `chapter`'s check data, e.g. `checks/case01/hints.md`,
 /// relative to the workshop's root.
 fn data_file(chapter: &Chapter, name: &str) -> String {
-    format!("checks/case{:02}/{name}", chapter.number)
+    format!("{}/{name}", catalogue::folder(chapter))
 }

@@ -1,7 +1,15 @@
-//! Finding the workshop and building one case binary with cargo.
+//! Finding the workshop and building case binaries.
 //!
-//! Each case is its own binary, built alone (`cargo build --bin case03`), so a
-//! half-edited case 3 never blocks case 4.
+//! A learner's case is its own binary, built alone with cargo (`cargo build
+//! --bin case03`), so a half-edited case 3 never blocks case 4. The versions
+//! kept under `checks/` (the reference solutions and the patched wrong fixes)
+//! are not cargo targets: each is compiled on demand by rustc against the lab
+//! library cargo built, and kept under a name that depends on its bytes.
+//!
+//! Whichever way a binary was built, it carries the fingerprint of the source
+//! it was compiled from, and [`verified`] asks it before anything is played:
+//! cargo judges freshness by file times, which two clones sharing one target
+//! folder can fool.
 
 use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -102,4 +110,331 @@ pub fn build(root: &Path, bin: &str) -> Result<Built> {
         _ if !errors.is_empty() => Ok(Built::DoesNotCompile(errors.join(""))),
         _ => bail!("cargo could not build {bin}:\n{}", cargo_said.trim_end()),
     }
+}
+
+/// Asks the case binary `exe` for the fingerprint of the source it was built
+/// from (see [`crate::serve::FINGERPRINT`]).
+pub fn fingerprint_of(exe: &Path) -> Result<u64> {
+    let out = Command::new(exe)
+        .arg(crate::serve::FINGERPRINT)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("could not run the case binary {}", exe.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim()
+        .strip_prefix("fnv1a64 ")
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .with_context(|| {
+            format!(
+                "{} did not say which source it was built from; it is not a case binary of this workshop",
+                exe.display()
+            )
+        })
+}
+
+/// Builds binary `bin` (a learner's case) with cargo, and makes sure the
+/// binary was built from `source`, the bytes about to be graded.
+///
+/// Cargo judges freshness by file times, so it may hand over a binary built
+/// from other bytes (another clone sharing the target folder, a file put
+/// back with an old time): then the binary is removed and built again, and
+/// if that does not help, it is an error. The binary that passes is copied
+/// to a place of its own, named after its source, so that a build started
+/// meanwhile (another clone, another terminal) cannot change what is played.
+pub fn build_verified(root: &Path, bin: &str, source: &[u8]) -> Result<Built> {
+    let wanted = crate::chapter::fingerprint(source);
+    for attempt in 0..3 {
+        let exe = match build(root, bin)? {
+            Built::Ready(exe) => exe,
+            errors @ Built::DoesNotCompile(_) => return Ok(errors),
+        };
+        if let Some(kept) = keep(&exe, bin, wanted)? {
+            return Ok(Built::Ready(kept));
+        }
+        if attempt == 0 {
+            eprintln!(
+                "note: cargo held a {bin} built from another version of its file fresh (a target folder shared with another clone?); building it again."
+            );
+        }
+        forget(&exe);
+    }
+    bail!(
+        "cargo keeps giving a {bin} built from another version of its file, so it cannot be graded.\n\
+         Run `cargo clean` (or delete this workshop's target folder) and try again."
+    )
+}
+
+/// Copies `exe` to `notify-graded/BIN-FINGERPRINT/` beside it, if the copy
+/// was built from the source whose fingerprint is `wanted`, and forgets the
+/// copies of `bin` no check has used for a while.
+fn keep(exe: &Path, bin: &str, wanted: u64) -> Result<Option<PathBuf>> {
+    let graded = exe
+        .parent()
+        .context("cargo's binary is in no folder")?
+        .join("notify-graded");
+    let dir = graded.join(format!("{bin}-{wanted:016x}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let name = exe.file_name().context("cargo's binary has no name")?;
+    let staged = dir.join(format!("{}.{}", name.to_string_lossy(), unique()));
+    std::fs::copy(exe, &staged)
+        .with_context(|| format!("could not copy {} to {}", exe.display(), staged.display()))?;
+    if fingerprint_of(&staged)? != wanted {
+        let _ = std::fs::remove_file(&staged);
+        return Ok(None);
+    }
+    let kept = dir.join(name);
+    std::fs::rename(&staged, &kept)
+        .with_context(|| format!("could not move {} into place", staged.display()))?;
+    forget_old(&graded, bin, &dir);
+    Ok(Some(kept))
+}
+
+/// Removes the kept copies of `bin` other than `current` that are older than
+/// a check could take, so that a learner's hundred edits do not fill the disk.
+fn forget_old(graded: &Path, bin: &str, current: &Path) {
+    let prefix = format!("{bin}-");
+    let Ok(entries) = std::fs::read_dir(graded) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(15 * 60));
+        let same_bin = entry
+            .file_name()
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .is_some_and(|rest| rest.len() == 16 && rest.chars().all(|c| c.is_ascii_hexdigit()));
+        if old && same_bin && path != current {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+/// A name part no other thread or process uses at the same time.
+fn unique() -> String {
+    format!("{}-{:?}", std::process::id(), std::thread::current().id())
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "")
+}
+
+/// Removes a binary cargo holds fresh by mistake, in both places cargo keeps
+/// it (`target/debug/NAME` and `target/debug/deps/NAME-HASH`), so that the
+/// next build compiles it again.
+fn forget(exe: &Path) {
+    let _ = std::fs::remove_file(exe);
+    let (Some(dir), Some(name)) = (exe.parent(), exe.file_stem().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let stem = format!("{}-", name.replace('-', "_"));
+    let Ok(entries) = std::fs::read_dir(dir.join("deps")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        let hashed = file
+            .strip_prefix(&stem)
+            .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'));
+        if hashed && !file.ends_with(".d") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The crates a case may name in `use`, besides the lab.
+const CASE_CRATES: [&str; 4] = ["rusqlite", "serde", "serde_json", "anyhow"];
+
+/// What rustc needs to compile a case against the lab cargo built.
+struct Library {
+    /// `target/debug/deps`.
+    deps: PathBuf,
+    /// `--extern NAME=PATH` for the lab and [`CASE_CRATES`].
+    externs: Vec<(String, PathBuf)>,
+    /// `-L` paths that build scripts asked for (e.g. a bundled SQLite).
+    linked: Vec<String>,
+    /// The lab's own rlib and its time: a new lab means new binaries.
+    stamp: String,
+}
+
+/// Builds the lab library with cargo and says where its pieces are.
+fn library(root: &Path) -> Result<Library> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(&cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--lib",
+            "--message-format=json",
+            "--manifest-path",
+        ])
+        .arg(root.join("Cargo.toml"))
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| {
+            format!(
+                "could not run cargo ({}) to build the lab: is the Rust toolchain installed?",
+                Path::new(&cargo).display()
+            )
+        })?;
+    if !out.status.success() {
+        bail!(
+            "cargo could not build the lab library:\n{}",
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    let mut externs = Vec::new();
+    let mut linked = Vec::new();
+    let mut lab = None;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match msg["reason"].as_str() {
+            Some("compiler-artifact") => {
+                let Some(name) = msg["target"]["name"].as_str() else {
+                    continue;
+                };
+                let rlib = msg["filenames"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .find(|f| f.ends_with(".rlib"));
+                let Some(rlib) = rlib else { continue };
+                if name == "lab" {
+                    lab = Some(PathBuf::from(rlib));
+                }
+                if name == "lab" || CASE_CRATES.contains(&name) {
+                    externs.push((name.to_string(), PathBuf::from(rlib)));
+                }
+            }
+            Some("build-script-executed") => {
+                for path in msg["linked_paths"].as_array().into_iter().flatten() {
+                    if let Some(path) = path.as_str() {
+                        linked.push(path.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let lab = lab.context("cargo built the lab but did not say where its library is")?;
+    // The lab's rlib is copied up to `target/debug/`; its dependencies stay
+    // in `target/debug/deps/`.
+    let deps = externs
+        .iter()
+        .find(|(name, _)| name != "lab")
+        .and_then(|(_, rlib)| rlib.parent())
+        .context("cargo built the lab but did not say where its dependencies are")?
+        .to_path_buf();
+    let modified = std::fs::metadata(&lab)
+        .and_then(|m| m.modified())
+        .with_context(|| format!("could not read the time of {}", lab.display()))?;
+    let stamp = format!("{}@{modified:?}", lab.display());
+    Ok(Library {
+        deps,
+        externs,
+        linked,
+        stamp,
+    })
+}
+
+/// The compiler cargo uses: the `rustc` beside cargo when notify runs under
+/// cargo, so both come from the same toolchain.
+fn rustc() -> PathBuf {
+    if let Some(rustc) = std::env::var_os("RUSTC") {
+        return rustc.into();
+    }
+    std::env::var_os("CARGO")
+        .map(PathBuf::from)
+        .and_then(|cargo| {
+            let beside = cargo.with_file_name(format!("rustc{}", std::env::consts::EXE_SUFFIX));
+            beside.is_file().then_some(beside)
+        })
+        .unwrap_or_else(|| "rustc".into())
+}
+
+/// Builds a version of a case kept under `checks/` from its text, named
+/// `name` (e.g. `case01-send-after-commit`). The binary is kept under
+/// `target/debug/notify-versions/` by a name made from its source and the
+/// lab's build, so the same bytes are compiled once and other bytes never
+/// reuse it.
+pub fn build_version(root: &Path, name: &str, source: &str) -> Result<Built> {
+    let library = library(root)?;
+    let key = crate::chapter::fingerprint(format!("{}\n{source}", library.stamp).as_bytes());
+    let dir = library
+        .deps
+        .parent()
+        .context("cargo's deps folder is in no folder")?
+        .join("notify-versions")
+        .join(format!("{name}-{key:016x}"));
+    let exe = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if exe.is_file() {
+        return Ok(Built::Ready(exe));
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    // Two notify processes may build the same version at once: each writes
+    // its own files and renames them into place.
+    let unique = unique();
+    let file = format!("{name}.rs");
+    let staged = dir.join(format!("{file}.{unique}"));
+    std::fs::write(&staged, source)
+        .with_context(|| format!("could not write {}", staged.display()))?;
+    std::fs::rename(&staged, dir.join(&file))
+        .with_context(|| format!("could not write {}", dir.join(&file).display()))?;
+
+    let showing = std::io::stderr().is_terminal();
+    if showing {
+        eprint!("building {name}...\r");
+    }
+    let output = dir.join(format!("{name}.{unique}"));
+    let mut command = Command::new(rustc());
+    command
+        .args(["--edition", "2021", "--crate-type", "bin", "--crate-name"])
+        .arg(name.replace('-', "_"))
+        .args(["-C", "debuginfo=0", "--cap-lints", "allow"])
+        .arg(if colored::control::SHOULD_COLORIZE.should_colorize() {
+            "--color=always"
+        } else {
+            "--color=never"
+        })
+        .arg("-L")
+        .arg(format!("dependency={}", library.deps.display()));
+    for path in &library.linked {
+        command.arg("-L").arg(path);
+    }
+    for (crate_name, rlib) in &library.externs {
+        command
+            .arg("--extern")
+            .arg(format!("{crate_name}={}", rlib.display()));
+    }
+    let out = command
+        .arg("-o")
+        .arg(&output)
+        .arg(&file)
+        // `lab::serve!` finds the source it fingerprints from these two.
+        .env("CARGO_MANIFEST_DIR", &dir)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("could not run rustc ({})", rustc().display()))?;
+    if showing {
+        eprint!("{}\r", " ".repeat(name.len() + 12));
+    }
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&output);
+        return Ok(Built::DoesNotCompile(
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    std::fs::rename(&output, &exe)
+        .with_context(|| format!("could not move the built {name} to {}", exe.display()))?;
+    Ok(Built::Ready(exe))
 }

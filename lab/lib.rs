@@ -7,6 +7,7 @@
 //! entry point. The rest is the parent's side: building and running cases,
 //! reading what the world saw, and reporting verdicts.
 
+pub mod catalogue;
 pub mod chapter;
 pub mod cli;
 pub mod clock;

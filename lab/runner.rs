@@ -25,6 +25,8 @@ pub struct Case {
     pub name: String,
     /// How long one process may run before it counts as hung.
     pub timeout: Duration,
+    /// The fingerprint of the source it was built from.
+    pub source: u64,
 }
 
 /// How a case process ended.

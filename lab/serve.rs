@@ -183,18 +183,37 @@ impl Schedule {
 /// ```ignore
 /// lab::serve!(schema: SCHEMA, ops: [invite, relay]);
 /// ```
+///
+/// The binary also carries the fingerprint of the very bytes it was compiled
+/// from, and prints it when asked with [`FINGERPRINT`]: `notify` compares it
+/// with the file it grades before playing anything.
 #[macro_export]
 macro_rules! serve {
     (schema: $schema:expr, ops: [$($op:ident),* $(,)?]) => {
         fn main() {
-            $crate::serve::main($schema, vec![$((stringify!($op), $crate::serve::op($op))),*])
+            const SOURCE: u64 = $crate::chapter::fingerprint(include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/",
+                file!()
+            )));
+            $crate::serve::main(SOURCE, $schema, vec![$((stringify!($op), $crate::serve::op($op))),*])
         }
     };
 }
 
-/// The body of a case binary's `main`. Never returns.
-pub fn main(schema: &str, ops: Vec<(&'static str, Box<dyn Op>)>) -> ! {
-    let Some(plan) = std::env::args_os().nth(1) else {
+/// The argument that asks a case binary for the fingerprint of its source
+/// instead of a plan to play. It prints `fnv1a64 <16 hex digits>`.
+pub const FINGERPRINT: &str = "--fingerprint";
+
+/// The body of a case binary's `main`; `source` is the fingerprint of the
+/// file it was built from. Never returns.
+pub fn main(source: u64, schema: &str, ops: Vec<(&'static str, Box<dyn Op>)>) -> ! {
+    let plan = std::env::args_os().nth(1);
+    if plan.as_deref() == Some(std::ffi::OsStr::new(FINGERPRINT)) {
+        println!("fnv1a64 {source:016x}");
+        std::process::exit(0);
+    }
+    let Some(plan) = plan else {
         eprintln!(
             "This is a case of the notify workshop: the service, without a scenario to run.\n\
              Run it through the lab instead, e.g. `notify run 1` or `notify check 1`."

@@ -3,119 +3,92 @@
 //! binaries are never touched.
 
 mod common;
+#[path = "common/workshop.rs"]
+mod workshop;
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::PathBuf;
 
 use common::{stderr, stdout};
+use workshop::Workshop;
 
 const CASE: &str = "cases/case01_outbox.rs";
 
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
+/// The copies' cargo target folder, under `target/`: the same as the other
+/// test files' copies, so the dependencies are compiled once. Copies that
+/// share it are safe because notify checks every binary it runs against the
+/// file it grades.
+const TARGET: &str = "copies";
+
+fn copy() -> Workshop {
+    Workshop::new(TARGET)
 }
 
-/// A copy of the workshop with its own target folder (under this one's, so
-/// the compiled dependencies survive between test runs).
-struct Workshop {
-    dir: tempfile::TempDir,
-    target: PathBuf,
+fn case(shop: &Workshop) -> PathBuf {
+    shop.path(CASE)
 }
 
-impl Workshop {
-    fn new() -> Workshop {
-        let root = common::root();
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["Cargo.toml", "Cargo.lock"] {
-            fs::copy(root.join(name), dir.path().join(name)).unwrap();
-        }
-        for name in [".cargo", "lab", "cases", "checks", "benches"] {
-            copy_tree(&root.join(name), &dir.path().join(name));
-        }
-        Workshop {
-            dir,
-            target: root.join("target").join("learner-copy"),
-        }
-    }
+fn edit(shop: &Workshop, from: &str, to: &str) -> String {
+    let text = shop.read(CASE);
+    assert!(text.contains(from), "the case has {from:?}");
+    let edited = text.replacen(from, to, 1);
+    shop.write(CASE, &edited);
+    edited
+}
 
-    fn notify(&self, args: &[&str]) -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_notify"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("NO_COLOR", "1")
-            .env("CARGO_TARGET_DIR", &self.target)
-            .output()
-            .unwrap()
-    }
-
-    fn case(&self) -> PathBuf {
-        self.dir.path().join(CASE)
-    }
-
-    fn edit(&self, from: &str, to: &str) -> String {
-        let text = fs::read_to_string(self.case()).unwrap();
-        assert!(text.contains(from), "the case has {from:?}");
-        let edited = text.replacen(from, to, 1);
-        fs::write(self.case(), &edited).unwrap();
-        edited
-    }
-
-    fn status(&self) -> String {
-        let out = self.notify(&["list"]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let text = stdout(&out);
-        let line = text
-            .lines()
-            .find(|l| l.contains(CASE))
-            .unwrap_or_else(|| panic!("list names {CASE}: {text}"))
-            .to_string();
-        ["not started", "in progress", "passing"]
-            .into_iter()
-            .find(|s| line.ends_with(s))
-            .unwrap_or_else(|| panic!("a status on {line:?}"))
-            .to_string()
-    }
+fn status(shop: &Workshop) -> String {
+    let out = shop.notify(&["list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains(CASE))
+        .unwrap_or_else(|| panic!("list names {CASE}: {text}"))
+        .to_string();
+    ["not started", "in progress", "passing"]
+        .into_iter()
+        .find(|s| line.ends_with(s))
+        .unwrap_or_else(|| panic!("a status on {line:?}"))
+        .to_string()
 }
 
 #[test]
 fn a_learners_workshop_from_first_run_to_passing() {
-    let shop = Workshop::new();
-    let shipped = fs::read_to_string(shop.case()).unwrap();
+    let shop = copy();
+    let shipped = fs::read_to_string(case(&shop)).unwrap();
 
     // Fresh: nothing started, and a corrupt progress file changes nothing.
-    assert_eq!(shop.status(), "not started");
-    fs::create_dir_all(shop.dir.path().join(".notify")).unwrap();
-    fs::write(shop.dir.path().join(".notify/state.json"), "{ not json").unwrap();
-    assert_eq!(shop.status(), "not started");
+    assert_eq!(status(&shop), "not started");
+    fs::create_dir_all(shop.path(".notify")).unwrap();
+    fs::write(shop.path(".notify/state.json"), "{ not json").unwrap();
+    assert_eq!(status(&shop), "not started");
     assert!(stdout(&shop.notify(&["list"])).contains("next: notify run 1"));
 
     // A case that does not compile: cargo's errors, one line naming the case, exit 2.
-    let broken = shop.edit("let tx = db.transaction()?;", "let tx = db.transaction()?");
+    let broken = edit(
+        &shop,
+        "let tx = db.transaction()?;",
+        "let tx = db.transaction()?",
+    );
     let out = shop.notify(&["check", "1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     let err = stderr(&out);
     assert!(err.contains("error"), "{err}");
     assert!(err.contains("case 1 does not compile"), "{err}");
     assert_eq!(
-        fs::read_to_string(shop.case()).unwrap(),
+        fs::read_to_string(case(&shop)).unwrap(),
         broken,
         "the edit is kept"
     );
-    assert_eq!(shop.status(), "in progress");
-    fs::write(shop.case(), &shipped).unwrap();
+    assert_eq!(status(&shop), "in progress");
+    fs::write(case(&shop), &shipped).unwrap();
 
     // A case that panics: a FAIL that quotes the panic.
-    shop.edit("    tx.commit()?;", "    panic!(\"the invite gave up\");");
+    edit(
+        &shop,
+        "    tx.commit()?;",
+        "    panic!(\"the invite gave up\");",
+    );
     let out = shop.notify(&["check", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
@@ -125,10 +98,10 @@ fn a_learners_workshop_from_first_run_to_passing() {
         "{}",
         stderr(&out)
     );
-    fs::write(shop.case(), &shipped).unwrap();
+    fs::write(case(&shop), &shipped).unwrap();
 
     // A case that hangs: every scenario has a timeout, and the hang is named.
-    shop.edit(
+    edit(&shop, 
         "    let tx = db.transaction()?;",
         "    loop {\n        std::thread::sleep(std::time::Duration::from_millis(20));\n    }\n    #[allow(unreachable_code)]\n    let tx = db.transaction()?;",
     );
@@ -142,15 +115,15 @@ fn a_learners_workshop_from_first_run_to_passing() {
     );
 
     // The reference fix passes, and progress remembers it.
-    let solution = fs::read_to_string(shop.dir.path().join("checks/case01/solution.rs")).unwrap();
-    fs::write(shop.case(), &solution).unwrap();
+    let solution = fs::read_to_string(shop.path("checks/case01/solution.rs")).unwrap();
+    fs::write(case(&shop), &solution).unwrap();
     let out = shop.notify(&["check", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    assert_eq!(shop.status(), "passing");
+    assert_eq!(status(&shop), "passing");
     let list = stdout(&shop.notify(&["list"]));
     assert!(!list.contains("next: notify run 1"), "{list}");
 
     // Editing a passing case puts it back in progress until it is checked again.
-    fs::write(shop.case(), format!("{solution}\n// a note\n")).unwrap();
-    assert_eq!(shop.status(), "in progress");
+    fs::write(case(&shop), format!("{solution}\n// a note\n")).unwrap();
+    assert_eq!(status(&shop), "in progress");
 }

@@ -17,13 +17,15 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use common::{notify, stderr, stdout};
+use lab::catalogue;
 use lab::chapter::fingerprint;
 use workshop::Workshop;
 
 const CASE: &str = "cases/case01_outbox.rs";
 const SOLUTION: &str = "checks/case01/solution.rs";
-/// The copies' cargo target folder, under `target/`.
-const TARGET: &str = "loop-copy";
+/// The copies' cargo target folder, under `target/`, shared with the other
+/// test files' copies so the dependencies are compiled once.
+const TARGET: &str = "copies";
 
 fn copy() -> Workshop {
     Workshop::new(TARGET)
@@ -55,26 +57,71 @@ fn status(shop: &Workshop) -> String {
 }
 
 #[test]
-fn every_registered_chapter_keeps_a_shipped_copy_that_matches_its_fingerprint() {
+fn every_registered_chapter_keeps_a_shipped_patch_that_matches_its_fingerprint() {
     let root = common::root();
     let mut wrong = Vec::new();
     for chapter in checks::CHAPTERS {
-        let file = format!("checks/case{:02}/shipped.rs", chapter.number);
-        match std::fs::read(root.join(&file)) {
-            Err(_) => wrong.push(format!(
-                "chapter {} has no shipped copy: copy its case as shipped to {file} (`notify reset {}` restores from it)",
+        let file = catalogue::patch_file(chapter, catalogue::SHIPPED);
+        match catalogue::source(&root, chapter, catalogue::SHIPPED) {
+            Err(err) => wrong.push(format!(
+                "chapter {}: {file} gives no shipped case (`notify reset {}` restores from it): {err:#}",
                 chapter.number, chapter.number
             )),
-            Ok(bytes) if fingerprint(&bytes) != chapter.shipped_hash => wrong.push(format!(
-                "chapter {}: {file} is not the case the registry fingerprints as shipped ({:#x}, registered {:#x})",
+            Ok(text) if fingerprint(text.as_bytes()) != chapter.shipped_hash => wrong.push(format!(
+                "chapter {}: {file} does not give the case the registry fingerprints as shipped ({:#x}, registered {:#x})",
                 chapter.number,
-                fingerprint(&bytes),
+                fingerprint(text.as_bytes()),
                 chapter.shipped_hash
             )),
             Ok(_) => {}
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// Two clones with one cargo target folder (many people set
+/// `CARGO_TARGET_DIR` once for every project): cargo judges freshness by file
+/// times, so it would hand the second clone the binary the first one built.
+/// Each clone must be graded on its own file.
+#[test]
+fn two_clones_sharing_a_target_folder_are_each_graded_on_their_own_file() {
+    let _turn = building();
+    let a = copy();
+    let b = copy();
+    // B's case is as shipped and older than anything A builds, as after a
+    // clone or a checkout that keeps file times.
+    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(b.path(CASE))
+        .and_then(|f| f.set_modified(long_ago))
+        .unwrap();
+
+    a.write(CASE, &a.read(SOLUTION));
+    let out = a.notify(&["check", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    let out = b.notify(&["check", "1", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("built from another version of its file"),
+        "cargo handed over A's binary, and notify built B's again: {}",
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(common::pattern(&report), "FAIL PASS PASS FAIL");
+
+    let out = b.notify(&["run", "1"]);
+    assert!(
+        stdout(&out).contains("emails for memberships that do not exist: 2"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(status(&a), "passing");
+    assert_eq!(status(&b), "not started");
+    // And back: A is graded on its own file again.
+    let out = a.notify(&["check", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
 #[test]
@@ -226,13 +273,15 @@ fn reset_restores_a_deleted_case_and_refuses_a_shipped_copy_that_drifted() {
     assert_eq!(shop.read(CASE), shipped);
 
     shop.write(CASE, "// mine\n");
-    shop.write(
-        "checks/case01/shipped.rs",
-        &format!("{shipped}// changed\n"),
-    );
+    let solution = shop.read(SOLUTION);
+    shop.write(SOLUTION, &format!("{solution}// changed\n"));
     let out = shop.notify(&["reset", "1", "--yes"]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(stderr(&out).contains("not the version"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("does not give the version"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(shop.read(CASE), "// mine\n", "the learner's file is kept");
 }
 

@@ -1,6 +1,7 @@
-//! The chapter registry agrees with the files: every case, variant and text
-//! exists, every binary is declared in Cargo.toml, and each case file is the
-//! one the registry fingerprints as shipped.
+//! The chapter registry agrees with the files: every case and text exists,
+//! every case binary is declared in Cargo.toml (and nothing else is), every
+//! patch in the catalogue applies, and each case file is the one the registry
+//! fingerprints as shipped.
 
 #[path = "../checks/mod.rs"]
 #[allow(dead_code)]
@@ -8,6 +9,7 @@ mod checks;
 
 mod common;
 
+use lab::catalogue;
 use lab::chapter::fingerprint;
 
 fn declares(manifest: &str, bin: &str, path: &str) -> bool {
@@ -39,20 +41,50 @@ fn every_chapter_names_files_that_exist_and_binaries_cargo_builds() {
             "{}",
             chapter.bin
         );
+    }
+    // The versions under checks/ are compiled by notify on demand.
+    let bins = manifest.matches("[[bin]]").count();
+    assert_eq!(
+        bins,
+        1 + checks::CHAPTERS.len(),
+        "Cargo.toml declares the notify command and one binary per case, nothing else"
+    );
+}
+
+#[test]
+fn every_patch_applies_to_its_reference_and_describes_itself() {
+    let root = common::root();
+    let mut wrong = Vec::new();
+    let mut count = 0;
+    for chapter in checks::CHAPTERS {
         assert!(
-            chapter.variants.iter().any(|v| v.name == "solution"),
+            root.join(catalogue::solution_file(chapter)).is_file(),
             "chapter {} has a reference solution",
             chapter.number
         );
-        for variant in chapter.variants {
-            assert!(root.join(variant.file).is_file(), "{}", variant.file);
-            assert!(
-                declares(&manifest, variant.bin, variant.file),
-                "{}",
-                variant.bin
-            );
+        let patched = catalogue::patched(&root, chapter).unwrap();
+        assert!(
+            patched.iter().any(|p| p.name == catalogue::SHIPPED),
+            "chapter {} keeps its case as shipped",
+            chapter.number
+        );
+        for version in patched {
+            count += 1;
+            let file = catalogue::patch_file(chapter, &version.name);
+            if version.about.is_empty() || version.about.starts_with("---") {
+                wrong.push(format!("{file} opens with no one-line description"));
+            }
+            match catalogue::source(&root, chapter, &version.name) {
+                Ok(text) if text == catalogue::solution(&root, chapter).unwrap() => {
+                    wrong.push(format!("{file} changes nothing"))
+                }
+                Ok(_) => {}
+                Err(err) => wrong.push(format!("{file}: {err:#}")),
+            }
         }
     }
+    assert!(count > 8, "the catalogue is read");
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }
 
 #[test]

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::{
     does_not_compile, file_of, prepare, Prepared, Which, EXIT_ERROR, EXIT_FAIL, EXIT_PASS,
 };
+use crate::catalogue;
 use crate::chapter::{fingerprint, Chapter, CheckOptions, DEFAULT_SEEDS};
 use crate::progress::Progress;
 use crate::report::CheckReport;
@@ -44,15 +45,13 @@ pub(super) enum Graded {
 /// learner's file in the progress file.
 pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result<Graded> {
     let started = Instant::now();
-    // Fingerprint the file before building it, so the verdict is recorded
-    // for the version that was built even if it is saved again meanwhile.
-    let version = std::fs::read(root.join(chapter.case_file))
-        .map(|bytes| fingerprint(&bytes))
-        .ok();
     let case = match prepare(root, chapter, &options.which, options.timeout)? {
         Prepared::Ready(case) => case,
         Prepared::DoesNotCompile(errors) => {
             if options.records_progress() {
+                let version = std::fs::read(root.join(chapter.case_file))
+                    .map(|bytes| fingerprint(&bytes))
+                    .ok();
                 remember(root, chapter, version, false);
             }
             return Ok(Graded::DoesNotCompile(errors));
@@ -69,14 +68,16 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         chapter: chapter.number,
         title: chapter.title.to_string(),
         case: case.name.clone(),
-        file: file_of(chapter, &options.which)?.to_string(),
+        file: file_of(chapter, &options.which),
         passed: checked.verdicts.iter().all(|v| v.pass),
         verdicts: checked.verdicts,
         processes: checked.processes,
         seconds: started.elapsed().as_secs_f64(),
     };
+    // The verdict is for the bytes the binary was built from, which
+    // `prepare` found equal to the file; a save made since is not it.
     if options.records_progress() {
-        remember(root, chapter, version, report.passed);
+        remember(root, chapter, Some(case.source), report.passed);
     }
     Ok(Graded::Report(report))
 }
@@ -98,7 +99,7 @@ pub(super) fn one(root: &Path, chapter: &Chapter, options: &Options) -> Result<i
     match grade(root, chapter, options)? {
         Graded::DoesNotCompile(errors) => {
             eprint!("{errors}");
-            eprintln!("{}", does_not_compile(chapter, &options.which)?);
+            eprintln!("{}", does_not_compile(chapter, &options.which));
             Ok(EXIT_ERROR)
         }
         Graded::Report(report) => {
@@ -236,9 +237,7 @@ fn empty_row(chapter: &Chapter, options: &Options) -> Row {
     Row {
         chapter: chapter.number,
         title: chapter.title.to_string(),
-        file: file_of(chapter, &options.which)
-            .unwrap_or(chapter.case_file)
-            .to_string(),
+        file: file_of(chapter, &options.which),
         verdict: "error",
         held: 0,
         properties: 0,
@@ -319,4 +318,61 @@ fn print_tail(summary: &Summary) {
         summary.chapters.len(),
         summary.seconds
     );
+}
+
+/// `notify check N --show`: the chapter's versions, or one of them.
+pub(super) fn show(root: &Path, chapter: &Chapter, which: &Which) -> Result<i32> {
+    let version = match (which.solution, &which.variant) {
+        (true, _) => catalogue::SOLUTION,
+        (false, Some(name)) => name.as_str(),
+        (false, None) => {
+            println!(
+                "{}",
+                format!(
+                    "Case {}'s versions under {}:",
+                    chapter.number,
+                    catalogue::folder(chapter)
+                )
+                .bold()
+            );
+            println!(
+                "  {:<24} the reference solution (solution.rs)",
+                catalogue::SOLUTION
+            );
+            for version in catalogue::patched(root, chapter)? {
+                println!("  {:<24} {}", version.name, version.about);
+            }
+            println!(
+                "\nGrade one with `notify check {n} --variant NAME`; see its patch with `notify check {n} --variant NAME --show`.",
+                n = chapter.number
+            );
+            return Ok(EXIT_PASS);
+        }
+    };
+    if version == catalogue::SOLUTION {
+        print!("{}", catalogue::solution(root, chapter)?);
+        return Ok(EXIT_PASS);
+    }
+    let patched = catalogue::find(root, chapter, version)?;
+    println!("{}", patched.about.bold());
+    let why = patched.why();
+    if !why.is_empty() {
+        println!("\n{why}");
+    }
+    println!();
+    for line in patched.diff().lines() {
+        let line = if line.starts_with("+++") || line.starts_with("---") {
+            line.bold()
+        } else if line.starts_with('+') {
+            line.green()
+        } else if line.starts_with('-') {
+            line.red()
+        } else if line.starts_with("@@") {
+            line.cyan()
+        } else {
+            line.normal()
+        };
+        println!("{line}");
+    }
+    Ok(EXIT_PASS)
 }

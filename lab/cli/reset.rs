@@ -2,8 +2,9 @@
 //!
 //! Nothing is ever lost: the learner's file is first copied to
 //! `.notify/backups/<time>/<case file>`. The shipped version comes from the
-//! workshop itself (`checks/caseNN/shipped.rs`), not from git, and is only
-//! used when its fingerprint is the one the chapter registers.
+//! workshop itself (`checks/caseNN/shipped.diff` applied to the reference
+//! solution), not from git, and is only used when its fingerprint is the one
+//! the chapter registers.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -11,31 +12,27 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 
 use super::ask::{confirm, Answer};
-use super::{data_file, EXIT_ERROR, EXIT_PASS};
+use super::{EXIT_ERROR, EXIT_PASS};
+use crate::catalogue;
 use crate::chapter::{fingerprint, Chapter};
-
-/// Where the shipped copy of `chapter`'s case is kept, relative to the root.
-pub(super) fn shipped_file(chapter: &Chapter) -> String {
-    data_file(chapter, "shipped.rs")
-}
 
 /// The shipped case of `chapter`, checked against its registered fingerprint.
 pub(super) fn shipped(root: &Path, chapter: &Chapter) -> Result<Vec<u8>> {
-    let file = shipped_file(chapter);
-    let bytes = std::fs::read(root.join(&file)).with_context(|| {
+    let file = catalogue::patch_file(chapter, catalogue::SHIPPED);
+    let text = catalogue::source(root, chapter, catalogue::SHIPPED).with_context(|| {
         format!(
-            "could not read {file}, the shipped version of case {}",
+            "could not rebuild the shipped version of case {}",
             chapter.number
         )
     })?;
-    if fingerprint(&bytes) != chapter.shipped_hash {
+    if fingerprint(text.as_bytes()) != chapter.shipped_hash {
         bail!(
-            "{file} is not the version of {} that case {} was shipped with, so it is not used",
+            "{file} does not give the version of {} that case {} was shipped with, so it is not used",
             chapter.case_file,
             chapter.number
         );
     }
-    Ok(bytes)
+    Ok(text.into_bytes())
 }
 
 /// Resets `chapters` (one, or all of them), asking first unless `yes`.

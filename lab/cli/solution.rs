@@ -3,19 +3,20 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use colored::Colorize;
 use similar::{ChangeTag, TextDiff};
 
 use super::ask::{confirm, Answer};
-use super::{variant, EXIT_ERROR, EXIT_PASS};
+use super::{EXIT_ERROR, EXIT_PASS};
+use crate::catalogue;
 use crate::chapter::Chapter;
 use crate::progress::{Progress, Status};
 
 /// Prints how the reference solution differs from the learner's case file,
 /// asking first (unless `yes`) when the case does not pass yet.
 pub(super) fn solution(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32> {
-    let reference = variant(chapter, "solution")?;
+    let reference = catalogue::solution_file(chapter);
     let status = Progress::load(root).status(root, chapter);
     if status != Status::Passing && !yes {
         let question = format!(
@@ -34,13 +35,7 @@ pub(super) fn solution(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32>
             }
         }
     }
-    let theirs_path = root.join(reference.file);
-    let theirs = std::fs::read_to_string(&theirs_path).with_context(|| {
-        format!(
-            "could not read the reference solution {}",
-            theirs_path.display()
-        )
-    })?;
+    let theirs = catalogue::solution(root, chapter)?;
     // A missing case file diffs as empty: the whole solution is added.
     let yours = std::fs::read_to_string(root.join(chapter.case_file)).unwrap_or_default();
     if yours == theirs {
@@ -57,7 +52,7 @@ pub(super) fn solution(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32>
     );
     println!(
         "{}",
-        format!("+++ {} (the reference solution)", reference.file)
+        format!("+++ {reference} (the reference solution)")
             .green()
             .bold()
     );

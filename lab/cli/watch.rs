@@ -225,7 +225,7 @@ impl Session<'_> {
             Ok(Graded::Report(report)) => report.render(),
             Ok(Graded::DoesNotCompile(errors)) => format!(
                 "{errors}{}\n",
-                does_not_compile(self.chapter, &self.options.which).unwrap_or_default()
+                does_not_compile(self.chapter, &self.options.which)
             ),
             Err(err) => format!("{} {err:#}\n", "error:".red().bold()),
         };
@@ -284,7 +284,7 @@ impl Session<'_> {
                 .unwrap_or_else(|err| format!("{} {err:#}\n", "error:".red().bold())),
             Ok(Prepared::DoesNotCompile(errors)) => format!(
                 "{errors}{}\n",
-                does_not_compile(self.chapter, &self.options.which).unwrap_or_default()
+                does_not_compile(self.chapter, &self.options.which)
             ),
             Err(err) => format!("{} {err:#}\n", "error:".red().bold()),
         };
