@@ -50,7 +50,7 @@ impl Patched {
 
     /// The diff alone, from its `---` line.
     pub fn diff(&self) -> &str {
-        &self.patch[self.header().len()..].trim_start_matches('\n')
+        self.patch[self.header().len()..].trim_start_matches('\n')
     }
 
     /// The solution with this patch applied.

@@ -101,7 +101,7 @@ fn a_learners_workshop_from_first_run_to_passing() {
     fs::write(case(&shop), &shipped).unwrap();
 
     // A case that hangs: every scenario has a timeout, and the hang is named.
-    edit(&shop, 
+    edit(&shop,
         "    let tx = db.transaction()?;",
         "    loop {\n        std::thread::sleep(std::time::Duration::from_millis(20));\n    }\n    #[allow(unreachable_code)]\n    let tx = db.transaction()?;",
     );
