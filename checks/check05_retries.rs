@@ -15,9 +15,11 @@
 use std::path::Path;
 
 use anyhow::Result;
+use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
+use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
@@ -56,7 +58,7 @@ const END: i64 = 12 * MINUTE;
 const SHOWN: usize = 8;
 
 /// How the provider treats one outbox row's recipient.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 enum Script {
     Healthy,
     /// The first n attempts fail with a 503, then it works.
@@ -71,7 +73,7 @@ enum Script {
 }
 
 /// Someone the batch tells something, on the channel they chose.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 struct Person {
     name: String,
     channel: &'static str,
@@ -107,7 +109,7 @@ impl Person {
 
 /// A batch of notices, how the provider treats each person's row, and when
 /// (if ever) the dispatcher restarts.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 struct Batch {
     /// `None` for the chapter's own batch.
     seed: Option<u64>,
@@ -629,7 +631,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let played: Vec<Played> = in_parallel(&batches, |b| play(case, b))
         .into_iter()
         .collect::<Result<_>>()?;
-    let processes = played.iter().map(|p| p.exits.len()).sum();
+    let processes: usize = played.iter().map(|p| p.exits.len()).sum();
 
     let deliverable = played[0].batch.deliverable().count();
     let retries: usize = played
@@ -637,7 +639,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .flat_map(|p| p.batch.people.iter().map(|r| p.attempts(r).len()))
         .map(|n| n.saturating_sub(1))
         .sum();
-    let verdicts = vec![
+    let mut verdicts = vec![
         judge(
             DELIVERED,
             format!("{deliverable} of {deliverable} delivered"),
@@ -659,9 +661,17 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
             early(&played),
         ),
     ];
+    let explored = explore(
+        &Generated,
+        "05",
+        case,
+        options.reference.as_ref(),
+        options.budget,
+    )?;
+    verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
-        processes,
+        processes: processes + explored.processes,
     })
 }
 
@@ -904,4 +914,212 @@ fn early(played: &[Played]) -> Option<Finding> {
         seed: played.batch.seed,
         timeline: None,
     })
+}
+
+/// Chapter 5's world for the explorer: up to a dozen people on either
+/// channel, each row's provider script drawn from everything the chapter
+/// speaks about (fine, failing a few times, down for good, refusing for
+/// good, never answering), notices arriving over two minutes, and sometimes
+/// a deploy that restarts the dispatcher. Faults go where chapter 5's
+/// service can survive them: in `publish`. A crash inside `dispatch` leaves
+/// a claimed row behind, which only chapter 6's sweep returns.
+struct Generated;
+
+impl Batch {
+    /// A batch drawn from `seed` over the chapter's whole world.
+    fn generated(seed: u64) -> Batch {
+        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 5);
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let count = rng.between(1, 12) as usize;
+        let people: Vec<Person> = names[..count]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let script = match rng.between(0, 9) {
+                    0..=3 => Script::Healthy,
+                    4 | 5 => Script::Flaky(rng.between(1, 3) as u32),
+                    6 => Script::Dead,
+                    7 => Script::Rejected,
+                    _ => Script::Unanswered,
+                };
+                let channel = if rng.between(0, 2) == 0 {
+                    "push"
+                } else {
+                    "email"
+                };
+                let at = if rng.between(0, 1) == 0 {
+                    rng.between(0, 120) as i64 * SECOND
+                } else {
+                    0
+                };
+                Person {
+                    text: format!("{} (#{i})", rng.pick(&EVENTS)),
+                    at,
+                    ..person(name, channel, script)
+                }
+            })
+            .collect();
+        let last = people.iter().map(|p| p.at).max().unwrap_or(0);
+        let restart_at = (rng.between(0, 1) == 0).then(|| rng.between(1, 300) as i64 * SECOND);
+        Batch {
+            seed: Some(seed),
+            people,
+            restart_at,
+            // Room for a dead address's four attempts after the last arrival.
+            end: last + 8 * MINUTE,
+            fault: None,
+        }
+    }
+}
+
+impl Explorer for Generated {
+    type Scenario = Batch;
+
+    fn generate(&self, seed: u64) -> Batch {
+        Batch::generated(seed)
+    }
+
+    fn plans(&self, batch: &Batch, dir: &Path) -> Vec<Plan> {
+        batch.plans(dir)
+    }
+
+    fn startup(&self) -> Vec<Step> {
+        Vec::new()
+    }
+
+    fn faults(&self) -> FaultModel {
+        FaultModel {
+            crash_after_commit: &["publish"],
+            fail_commit: &["publish"],
+            crash_after_send: &[],
+            requests: &["publish"],
+        }
+    }
+
+    fn invariants(&self) -> Invariants {
+        Invariants {
+            told_once: true,
+            settled: true,
+            retry_gaps: &RETRY_GAPS,
+        }
+    }
+
+    fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
+        let rows = read_rows(run.dir)?;
+        let fates = batch
+            .people
+            .iter()
+            .map(|p| {
+                let recipient = p.recipient();
+                let attempts: Vec<Outcome> = run
+                    .history
+                    .attempts(p.channel)
+                    .filter(|d| d.recipient == recipient)
+                    .map(|d| d.outcome)
+                    .collect();
+                let told = attempts
+                    .iter()
+                    .filter(|o| **o == Outcome::Delivered)
+                    .count() as u32;
+                let state = rows
+                    .iter()
+                    .find(|r| r.subject == p.label())
+                    .map(|r| r.status.clone())
+                    .unwrap_or_else(|| "not in the outbox".to_string());
+                let answers: Vec<&str> = attempts
+                    .iter()
+                    .map(|o| match o {
+                        Outcome::Delivered => "sent",
+                        Outcome::Deduplicated => "repeat",
+                        Outcome::Failed => "failed",
+                        Outcome::Rejected => "refused",
+                    })
+                    .collect();
+                let detail = format!(
+                    "{} {}: {}",
+                    answers.len(),
+                    plural(answers.len(), "attempt"),
+                    answers.join(", ")
+                );
+                (
+                    p.label(),
+                    Fate {
+                        told,
+                        state,
+                        detail,
+                    },
+                )
+            })
+            .collect();
+        Ok(Observation { fates, rows })
+    }
+
+    fn shrink(&self, batch: &Batch) -> Vec<Batch> {
+        let mut smaller = Vec::new();
+        if batch.restart_at.is_some() {
+            smaller.push(Batch {
+                restart_at: None,
+                ..batch.clone()
+            });
+        }
+        // Halves first, then one person at a time.
+        let n = batch.people.len();
+        if n > 3 {
+            for half in [0..n / 2, n / 2..n] {
+                smaller.push(Batch {
+                    people: batch.people[half].to_vec(),
+                    ..batch.clone()
+                });
+            }
+        }
+        if n > 1 {
+            for i in 0..n {
+                let mut people = batch.people.clone();
+                people.remove(i);
+                smaller.push(Batch {
+                    people,
+                    ..batch.clone()
+                });
+            }
+        }
+        smaller
+    }
+
+    fn describe(&self, batch: &Batch) -> String {
+        let people: Vec<String> = batch
+            .people
+            .iter()
+            .map(|p| {
+                let script = match p.script {
+                    Script::Healthy => "fine".to_string(),
+                    Script::Flaky(n) => format!("fails {n}x"),
+                    Script::Dead => "always 503".to_string(),
+                    Script::Unanswered => "never answers".to_string(),
+                    Script::Rejected => "refused".to_string(),
+                };
+                format!("{} {script} at {}", p.label(), clock(p.at))
+            })
+            .collect();
+        let restart = batch
+            .restart_at
+            .map(|at| format!("; the dispatcher restarts at {}", clock(at)))
+            .unwrap_or_default();
+        format!("{}{restart}", people.join(", "))
+    }
+}
+
+/// The outbox as it was left, a row per channel and recipient.
+fn read_rows(dir: &Path) -> Result<Vec<Row>> {
+    Ok(read_outbox(dir)?
+        .into_iter()
+        .map(|(key, left)| {
+            let (channel, recipient) = key.split_once(' ').unwrap_or(("?", &key));
+            Row {
+                subject: format!("{recipient} ({channel})"),
+                status: left.status,
+                error: left.last_error,
+            }
+        })
+        .collect())
 }

@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 
+use crate::explore::Budget;
 use crate::report::Verdict;
 use crate::runner::Case;
 
@@ -34,6 +35,11 @@ pub struct Chapter {
 pub struct CheckOptions {
     /// Seeds of the random batches to replay besides the chapter's own.
     pub seeds: Vec<u64>,
+    /// How much to explore with generated scenarios.
+    pub budget: Budget,
+    /// The reference solution, built, to compare with; `None` when it is
+    /// the reference itself that is checked.
+    pub reference: Option<Case>,
 }
 
 /// What a check found.

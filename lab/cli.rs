@@ -78,6 +78,10 @@ enum Command {
         /// Replay only this random batch (as printed by a failing check)
         #[arg(long, value_name = "N")]
         seed: Option<u64>,
+        /// Explore many more generated scenarios, each under every fault
+        /// point (for CI and instructors; default 50 scenarios)
+        #[arg(long, value_name = "SCENARIOS", num_args = 0..=1, default_missing_value = "50", conflicts_with = "seed")]
+        thorough: Option<u64>,
         /// Seconds one case process may run before it counts as hung
         #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
         timeout: f64,
@@ -174,6 +178,11 @@ impl Which {
     fn is_learners(&self) -> bool {
         !self.solution && self.variant.is_none()
     }
+
+    /// True for the reference solution.
+    fn is_solution(&self) -> bool {
+        self.solution || self.variant.as_deref() == Some(catalogue::SOLUTION)
+    }
 }
 
 /// Runs `notify` with `chapters` and returns the exit code.
@@ -238,6 +247,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             all,
             which,
             seed,
+            thorough,
             timeout,
             json,
             show,
@@ -250,6 +260,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             let options = check::Options {
                 which,
                 seed,
+                thorough,
                 timeout,
                 json,
             };

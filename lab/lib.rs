@@ -15,6 +15,7 @@ pub mod compile;
 pub mod db;
 pub mod domain;
 pub mod experiments;
+pub mod explore;
 pub mod progress;
 pub mod provider;
 pub mod report;

@@ -2,7 +2,7 @@
 //! it with a timeout, and say how it ended.
 
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -172,9 +172,25 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[start..].join(" | ")
 }
 
+/// Where scenario folders go: `TMPDIR` when it is set, else a memory-backed
+/// folder where the system has one (`/dev/shm`), else the temp folder. A
+/// scenario's crash is a process abort, not a power cut: what a commit wrote
+/// survives it in the page cache either way, so scenarios need no fsync to
+/// reach a disk, and skipping it makes a check about twice as fast.
+fn scenario_base() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if std::env::var_os("TMPDIR").is_none() && shm.is_dir() {
+        let writable = std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly());
+        if writable {
+            return shm.to_path_buf();
+        }
+    }
+    std::env::temp_dir()
+}
+
 /// A fresh, empty folder for one scenario, removed when dropped.
 pub fn scenario_dir() -> Result<TempDir> {
-    let base = std::env::temp_dir();
+    let base = scenario_base();
     tempfile::Builder::new()
         .prefix("notify-")
         .tempdir_in(&base)

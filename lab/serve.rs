@@ -273,7 +273,8 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
         state: HashMap::new(),
     };
 
-    for step in &plan.steps {
+    for (index, step) in plan.steps.iter().enumerate() {
+        lock(&recorder).record_step(index)?;
         match step.op.as_str() {
             ADVANCE => {
                 let ms = step.input.as_i64().context("@advance takes milliseconds")?;

@@ -53,6 +53,7 @@ const WORLD_SCHEMA: &str = "
 /// How the world names the moments it records (see [`Moment`]).
 const SENDING: &str = "sending";
 const ENDED: &str = "ended";
+const STEP: &str = "step ";
 
 /// How long a provider remembers an idempotency key, in simulated time.
 pub const KEY_WINDOW_MS: i64 = 24 * 60 * 60 * 1000;
@@ -377,6 +378,26 @@ impl Recorder {
     /// parent does, once the process has exited, however it ended.
     pub fn record_ended(&mut self, process: u32) -> Result<()> {
         self.record_moment(process, ENDED)
+    }
+
+    /// Records that this process begins step `index` of its plan, so that a
+    /// restart after a crash knows where the plan stopped.
+    pub fn record_step(&mut self, index: usize) -> Result<()> {
+        self.record_moment(self.process, &format!("{STEP}{index}"))
+    }
+
+    /// The last step process `process` began, if it began any.
+    pub fn last_step(&self, process: u32) -> Result<Option<usize>> {
+        let whats: Vec<String> = self
+            .conn
+            .prepare("SELECT what FROM moments WHERE process = ?1 AND what LIKE 'step %'")?
+            .query_map([process], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()
+            .context("could not read the scenario's steps from the world")?;
+        Ok(whats
+            .iter()
+            .filter_map(|w| w.strip_prefix(STEP)?.parse().ok())
+            .max())
     }
 
     fn record_moment(&mut self, process: u32, what: &str) -> Result<()> {

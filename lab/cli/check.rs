@@ -16,6 +16,7 @@ use super::{
 };
 use crate::catalogue;
 use crate::chapter::{fingerprint, Chapter, CheckOptions, DEFAULT_SEEDS};
+use crate::explore::Budget;
 use crate::progress::Progress;
 use crate::report::CheckReport;
 
@@ -23,6 +24,8 @@ use crate::report::CheckReport;
 pub(super) struct Options {
     pub which: Which,
     pub seed: Option<u64>,
+    /// `--thorough`: how many generated scenarios, each under every fault.
+    pub thorough: Option<u64>,
     pub timeout: Duration,
     pub json: bool,
 }
@@ -57,11 +60,33 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
             return Ok(Graded::DoesNotCompile(errors));
         }
     };
+    let reference = if options.which.is_solution() {
+        None
+    } else {
+        let solution = Which {
+            solution: true,
+            variant: None,
+        };
+        match prepare(root, chapter, &solution, options.timeout)? {
+            Prepared::Ready(reference) => Some(reference),
+            Prepared::DoesNotCompile(errors) => anyhow::bail!(
+                "the reference solution of case {} does not compile, so nothing can be compared with it:\n{errors}",
+                chapter.number
+            ),
+        }
+    };
+    let budget = match (options.seed, options.thorough) {
+        (Some(seed), _) => Budget::seed(seed),
+        (None, Some(seeds)) => Budget::thorough(seeds),
+        (None, None) => Budget::QUICK,
+    };
     let check_options = CheckOptions {
         seeds: options
             .seed
             .map(|s| vec![s])
             .unwrap_or_else(|| DEFAULT_SEEDS.to_vec()),
+        budget,
+        reference,
     };
     let checked = (chapter.check)(&case, &check_options)?;
     let report = CheckReport {

@@ -75,6 +75,7 @@ pub(super) fn watch(
         options: Options {
             which: Which::default(),
             seed: None,
+            thorough: None,
             timeout,
             json: false,
         },

@@ -1,0 +1,940 @@
+//! Exploring a case instead of sampling it: scenarios generated from seeds,
+//! a crash and a failing commit after every commit of every operation, the
+//! invariants every dispatcher shares, agreement with the reference solution
+//! on the same scenario, and shrinking a failure to the smallest scenario
+//! that still shows it.
+//!
+//! A chapter says what its world may contain (an [`Explorer`]: a generator,
+//! the plans of a scenario's processes, what a restart runs, what the rules
+//! fix); the lab plays, injects, compares, shrinks and reports. The three
+//! parts stay apart, as in Maelstrom: the workload (the generated scenario),
+//! the nemesis (the faults, chosen from what the fault-free run did), and the
+//! checker (judging what the world saw, never the code).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::chapter::fingerprint;
+use crate::report::Verdict;
+use crate::rng::Rng;
+use crate::runner::{in_parallel, scenario_dir, Case, Exit};
+use crate::scenario::{Fault, Plan, Step};
+use crate::serve::RUN;
+use crate::world::{History, Kind, Outcome, Recorder};
+
+/// How much a check explores.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// The seeds of the generated scenarios: `first..first + scenarios`.
+    pub first_seed: u64,
+    pub scenarios: u64,
+    /// Faults played per scenario: `None` plays every fault point, a number
+    /// samples that many from the seed.
+    pub faults: Option<usize>,
+}
+
+impl Budget {
+    /// The learner's loop: a few seeds, a sample of the fault points.
+    pub const QUICK: Budget = Budget {
+        first_seed: 1,
+        scenarios: 4,
+        faults: Some(6),
+    };
+
+    /// For CI and instructors: `seeds` scenarios, every fault point.
+    pub fn thorough(seeds: u64) -> Budget {
+        Budget {
+            first_seed: 1,
+            scenarios: seeds,
+            faults: None,
+        }
+    }
+
+    /// One seed only, as `--seed N` asks, with every fault point.
+    pub fn seed(seed: u64) -> Budget {
+        Budget {
+            first_seed: seed,
+            scenarios: 1,
+            faults: None,
+        }
+    }
+}
+
+/// Where faults go, in the chapter's fault model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FaultModel {
+    /// Operations after whose commits the process aborts (then restarts).
+    pub crash_after_commit: &'static [&'static str],
+    /// Operations whose commits fail inside SQLite.
+    pub fail_commit: &'static [&'static str],
+    /// Operations whose sends the provider accepts just before the process
+    /// aborts.
+    pub crash_after_send: &'static [&'static str],
+    /// Operations that take a request from outside (an invite, a publish):
+    /// when one returns an error, the request was refused, and whatever it
+    /// was about is owed to nobody.
+    pub requests: &'static [&'static str],
+}
+
+/// Which of the shared invariants hold in a chapter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Invariants {
+    /// Nobody gets the same message twice.
+    pub told_once: bool,
+    /// Once the service is idle, no row is PROCESSING, and every row is SENT
+    /// or FAILED with the error that killed it.
+    pub settled: bool,
+    /// After the n-th failed attempt of a message, the next one waits at
+    /// least `retry_gaps[n - 1]` ms (chapter 5's backoff).
+    pub retry_gaps: &'static [i64],
+}
+
+/// What happened to one subject (a person, a row), in the rules' words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fate {
+    /// How many messages reached them.
+    pub told: u32,
+    /// How the service left it, e.g. `SENT`, `FAILED (rejected for good)`, `member`.
+    pub state: String,
+    /// What else the rules fix when nothing goes wrong, e.g. the attempts'
+    /// times and answers: compared only in fault-free runs.
+    pub detail: String,
+}
+
+impl Fate {
+    fn said(&self, with_detail: bool) -> String {
+        let told = match self.told {
+            0 => "never told".to_string(),
+            1 => "told once".to_string(),
+            n => format!("told {n} times"),
+        };
+        match (with_detail, self.detail.is_empty()) {
+            (true, false) => format!("{told}, {}; {}", self.state, self.detail),
+            _ => format!("{told}, {}", self.state),
+        }
+    }
+}
+
+/// One row of the service's outbox as it was left, for the invariants.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    /// Who or what it is about, as in the report.
+    pub subject: String,
+    /// PENDING, PROCESSING, SENT, FAILED...
+    pub status: String,
+    /// The error kept with it, if any.
+    pub error: Option<String>,
+}
+
+/// What a chapter reads from one played scenario.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Observation {
+    /// Per subject, what the rules fix.
+    pub fates: BTreeMap<String, Fate>,
+    /// The outbox as it was left.
+    pub rows: Vec<Row>,
+}
+
+/// One played scenario, as a chapter reads it.
+pub struct Run<'a> {
+    /// The scenario's folder: `app.db` and `world.db`.
+    pub dir: &'a Path,
+    pub history: &'a History,
+}
+
+/// A chapter's world, for exploring.
+pub trait Explorer: Sync {
+    /// One generated scenario.
+    type Scenario: Clone + Send + Sync + Serialize;
+
+    /// Draws a scenario from `seed`.
+    fn generate(&self, seed: u64) -> Self::Scenario;
+    /// The scenario's processes, one after the other, without faults.
+    fn plans(&self, scenario: &Self::Scenario, dir: &Path) -> Vec<Plan>;
+    /// What the service runs when it starts again after a crash, before it
+    /// carries on with the rest of its plan.
+    fn startup(&self) -> Vec<Step>;
+    /// Where faults go.
+    fn faults(&self) -> FaultModel;
+    /// Which shared invariants hold.
+    fn invariants(&self) -> Invariants;
+    /// What the rules fix in a played scenario.
+    fn observe(&self, scenario: &Self::Scenario, run: &Run) -> Result<Observation>;
+    /// Smaller scenarios that may fail the same way, most promising first.
+    fn shrink(&self, scenario: &Self::Scenario) -> Vec<Self::Scenario>;
+    /// One line about the scenario: "3 people; email down 0:30 to 5:00".
+    fn describe(&self, scenario: &Self::Scenario) -> String;
+}
+
+/// The properties exploring judges, in the order they are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    /// Fault-free, the case ends as the reference does.
+    Agrees,
+    /// Under any crash or failing commit, nothing is lost or sent twice.
+    Survives,
+    ToldOnce,
+    Settled,
+    NotEarly,
+}
+
+impl Rule {
+    /// The property as a check line names it.
+    pub fn property(self) -> &'static str {
+        match self {
+            Rule::Agrees => "generated scenarios end as with the reference solution",
+            Rule::Survives => {
+                "a crash or a failing commit anywhere loses nothing and sends nothing twice"
+            }
+            Rule::ToldOnce => "nobody gets the same message twice",
+            Rule::Settled => "once idle, every row is SENT, or FAILED with its error",
+            Rule::NotEarly => "generated scenarios: no retry comes before its backoff (chapter 5)",
+        }
+    }
+}
+
+/// A fault of the nemesis: `fault` in the scenario's process `process`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Injected {
+    pub process: u32,
+    pub fault: Fault,
+}
+
+impl Injected {
+    fn describe(&self) -> String {
+        format!("{} (process {})", self.fault.describe(), self.process)
+    }
+
+    fn is_crash(&self) -> bool {
+        matches!(
+            self.fault,
+            Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. }
+        )
+    }
+}
+
+/// A broken rule, found in one play.
+#[derive(Clone, Debug)]
+struct Breach {
+    rule: Rule,
+    lines: Vec<String>,
+}
+
+/// Everything one play left: its observation, its history, how it ended.
+struct Played {
+    observation: Observation,
+    history: History,
+    exits: Vec<Exit>,
+}
+
+impl Played {
+    fn trouble(&self, fault: Option<&Injected>) -> Option<String> {
+        let crash = fault.is_some_and(Injected::is_crash);
+        let mut aborted = false;
+        for (i, exit) in self.exits.iter().enumerate() {
+            match exit {
+                Exit::Finished => {}
+                Exit::Aborted if crash && !aborted => aborted = true,
+                other => {
+                    return Some(format!("process {} {}", i + 1, other.describe()));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Plays `plans` on `case` with `fault`, restarting after a crash, and
+/// reads the result with `explorer`.
+fn play<E: Explorer>(
+    explorer: &E,
+    case: &Case,
+    scenario: &E::Scenario,
+    fault: Option<&Injected>,
+) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let plans = explorer.plans(scenario, dir.path());
+    let mut exits = Vec::new();
+    let mut number = 1;
+    for mut plan in plans {
+        let original = plan.process;
+        plan.process = number;
+        number += 1;
+        plan.fault = fault
+            .filter(|f| f.process == original)
+            .map(|f| f.fault.clone());
+        let exit = case.start(&plan)?;
+        let crashed = exit == Exit::Aborted && fault.is_some_and(Injected::is_crash);
+        let done = exit == Exit::Finished;
+        exits.push(exit);
+        if crashed {
+            let restart = restart_plan(explorer, &plan, number)?;
+            number += 1;
+            let exit = case.start(&restart)?;
+            let fine = exit == Exit::Finished;
+            exits.push(exit);
+            if !fine {
+                break;
+            }
+        } else if !done {
+            break;
+        }
+    }
+    let history = History::read(dir.path())?;
+    let observation = explorer
+        .observe(
+            scenario,
+            &Run {
+                dir: dir.path(),
+                history: &history,
+            },
+        )
+        .unwrap_or_default();
+    Ok(Played {
+        observation,
+        history,
+        exits,
+    })
+}
+
+/// The plan of the process that starts after `crashed` aborted: what the
+/// service runs at start-up, then the rest of the plan. A schedule the crash
+/// interrupted runs on to its end; a request it interrupted is not made
+/// again (its caller saw the connection drop).
+fn restart_plan<E: Explorer>(explorer: &E, crashed: &Plan, number: u32) -> Result<Plan> {
+    let last = Recorder::open(&crashed.dir, 0)?.last_step(crashed.process)?;
+    let resume = match last {
+        Some(k) if crashed.steps[k].op == RUN => k,
+        Some(k) => k + 1,
+        None => 0,
+    };
+    let mut steps = explorer.startup();
+    steps.extend(crashed.steps.iter().skip(resume).cloned());
+    Ok(Plan {
+        dir: crashed.dir.clone(),
+        process: number,
+        fixture: Vec::new(),
+        steps,
+        fault: None,
+        provider: crashed.provider.clone(),
+        push: crashed.push.clone(),
+        seed: crashed.seed,
+    })
+}
+
+/// Every fault point of a fault-free history, in order.
+fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
+    let mut points = Vec::new();
+    let mut sends: HashMap<(u32, String), u32> = HashMap::new();
+    for event in &history.events {
+        let Some(op) = event.op.as_deref() else {
+            continue;
+        };
+        match event.kind {
+            Kind::Commit => {
+                let nth = event.nth.unwrap_or(0);
+                if model.crash_after_commit.contains(&op) {
+                    points.push(Injected {
+                        process: event.process,
+                        fault: Fault::CrashAfterCommit {
+                            op: op.to_string(),
+                            nth,
+                        },
+                    });
+                }
+                if model.fail_commit.contains(&op) {
+                    points.push(Injected {
+                        process: event.process,
+                        fault: Fault::FailCommit {
+                            op: op.to_string(),
+                            nth,
+                        },
+                    });
+                }
+            }
+            Kind::Send => {
+                let n = sends.entry((event.process, op.to_string())).or_insert(0);
+                *n += 1;
+                let delivered = !event.text.contains("provider failed")
+                    && !event.text.contains("rejected for good");
+                if delivered && model.crash_after_send.contains(&op) {
+                    points.push(Injected {
+                        process: event.process,
+                        fault: Fault::CrashAfterSend {
+                            op: op.to_string(),
+                            nth: *n,
+                        },
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    points
+}
+
+/// Chooses `budget` of `points`, the same ones for the same seed.
+fn sample(points: Vec<Injected>, budget: Option<usize>, seed: u64) -> Vec<Injected> {
+    match budget {
+        Some(n) if points.len() > n => {
+            let mut points = points;
+            Rng::new(seed ^ 0x5eed_fa17).shuffle(&mut points);
+            points.truncate(n);
+            points
+        }
+        _ => points,
+    }
+}
+
+/// The shared invariants broken in one play.
+fn invariants(rules: Invariants, played: &Played) -> Vec<Breach> {
+    let mut found = Vec::new();
+    if rules.told_once {
+        let mut seen: BTreeMap<(String, String, String), u32> = BTreeMap::new();
+        for d in played
+            .history
+            .deliveries
+            .iter()
+            .filter(|d| d.outcome == Outcome::Delivered)
+        {
+            *seen
+                .entry((d.recipient.clone(), d.channel.clone(), d.body.clone()))
+                .or_default() += 1;
+        }
+        let lines: Vec<String> = seen
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|((to, channel, body), n)| {
+                format!("{to} got the same {channel} {n} times: {body:?}")
+            })
+            .collect();
+        if !lines.is_empty() {
+            found.push(Breach {
+                rule: Rule::ToldOnce,
+                lines,
+            });
+        }
+    }
+    if rules.settled {
+        let lines: Vec<String> = played
+            .observation
+            .rows
+            .iter()
+            .filter_map(|row| match (row.status.as_str(), &row.error) {
+                ("SENT", _) => None,
+                ("FAILED", Some(e)) if !e.trim().is_empty() => None,
+                ("FAILED", _) => Some(format!("{} is FAILED with no error kept", row.subject)),
+                (status, _) => Some(format!(
+                    "{} is still {status} once the service is idle",
+                    row.subject
+                )),
+            })
+            .collect();
+        if !lines.is_empty() {
+            found.push(Breach {
+                rule: Rule::Settled,
+                lines,
+            });
+        }
+    }
+    if !rules.retry_gaps.is_empty() {
+        let lines = early(rules.retry_gaps, &played.history);
+        if !lines.is_empty() {
+            found.push(Breach {
+                rule: Rule::NotEarly,
+                lines,
+            });
+        }
+    }
+    found
+}
+
+/// Retries that came sooner than their gap, per message (channel,
+/// recipient and text).
+fn early(gaps: &[i64], history: &History) -> Vec<String> {
+    let mut by_message: BTreeMap<(String, String, String), Vec<(i64, Outcome)>> = BTreeMap::new();
+    for d in &history.deliveries {
+        by_message
+            .entry((d.channel.clone(), d.recipient.clone(), d.body.clone()))
+            .or_default()
+            .push((d.at_ms, d.outcome));
+    }
+    let mut lines = Vec::new();
+    for ((channel, recipient, _), attempts) in by_message {
+        let mut failures = 0;
+        for pair in attempts.windows(2) {
+            let ((at, outcome), (next, _)) = (pair[0], pair[1]);
+            if outcome != Outcome::Failed {
+                break;
+            }
+            failures += 1;
+            let Some(&gap) = gaps.get(failures - 1) else {
+                break;
+            };
+            if next - at < gap {
+                lines.push(format!(
+                    "{recipient} ({channel}): attempt {} came {} after failure {failures}, not {}",
+                    failures + 1,
+                    span(next - at),
+                    span(gap)
+                ));
+                break;
+            }
+        }
+    }
+    lines
+}
+
+/// A stretch of simulated time: `5 s`, `5 min`, `1 min 30 s`, `200 ms`.
+pub fn span(ms: i64) -> String {
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    let s = ms / 1000;
+    match (s / 60, s % 60) {
+        (0, s) => format!("{s} s"),
+        (m, 0) => format!("{m} min"),
+        (m, s) => format!("{m} min {s} s"),
+    }
+}
+
+/// Differences between the case's fates and the reference's.
+fn disagreements(
+    yours: &BTreeMap<String, Fate>,
+    reference: &BTreeMap<String, Fate>,
+    with_detail: bool,
+    refused: &[String],
+) -> Vec<String> {
+    let mut subjects: Vec<&String> = yours.keys().chain(reference.keys()).collect();
+    subjects.sort();
+    subjects.dedup();
+    let mut lines = Vec::new();
+    for subject in subjects {
+        let mine = yours.get(subject);
+        // A refused request owes nothing: its subject may be told nothing.
+        let wanted = if refused.iter().any(|r| subject.contains(r.as_str())) {
+            None
+        } else {
+            reference.get(subject)
+        };
+        let same = match (mine, wanted) {
+            (Some(m), Some(w)) => {
+                m.told == w.told && m.state == w.state && (!with_detail || m.detail == w.detail)
+            }
+            (Some(m), None) => m.told == 0,
+            (None, Some(w)) => w.told == 0,
+            (None, None) => true,
+        };
+        if same {
+            continue;
+        }
+        let show = |f: Option<&Fate>| {
+            f.map(|f| f.said(with_detail))
+                .unwrap_or_else(|| "nothing".to_string())
+        };
+        lines.push(format!(
+            "{subject}: {} (the reference: {})",
+            show(mine),
+            show(wanted)
+        ));
+    }
+    lines
+}
+
+/// The subjects of requests that were refused in a play: whatever they
+/// asked for is owed to nobody.
+fn refused(model: &FaultModel, history: &History) -> Vec<String> {
+    history
+        .events
+        .iter()
+        .filter(|e| {
+            e.kind == Kind::Error
+                && e.op
+                    .as_deref()
+                    .is_some_and(|op| model.requests.contains(&op))
+        })
+        .filter_map(|e| e.subject.clone())
+        .collect()
+}
+
+/// The reference's fate in a fault-free run of each scenario, cached next to
+/// its binary (which is named after the reference's source and the lab's
+/// build), so the learner's loop pays for it once.
+struct Reference<'a> {
+    case: &'a Case,
+    cache: PathBuf,
+    memory: Mutex<HashMap<u64, Observation>>,
+}
+
+impl<'a> Reference<'a> {
+    fn new(case: &'a Case, chapter: &str) -> Reference<'a> {
+        let cache = case
+            .exe
+            .parent()
+            .map(|d| d.join(format!("observed-{chapter}")))
+            .unwrap_or_default();
+        Reference {
+            case,
+            cache,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn observe<E: Explorer>(&self, explorer: &E, scenario: &E::Scenario) -> Result<Observation> {
+        let text = serde_json::to_string(scenario).context("a scenario is plain data")?;
+        let key = fingerprint(text.as_bytes());
+        if let Some(seen) = crate::db::lock(&self.memory).get(&key) {
+            return Ok(seen.clone());
+        }
+        let file = self.cache.join(format!("{key:016x}.json"));
+        let observed = match read_json::<Observation>(&file) {
+            Some(seen) => seen,
+            None => {
+                let played = play(explorer, self.case, scenario, None)?;
+                if let Some(trouble) = played.trouble(None) {
+                    anyhow::bail!(
+                        "the reference solution did not finish a generated scenario ({trouble}): {}",
+                        explorer.describe(scenario)
+                    );
+                }
+                let _ = std::fs::create_dir_all(&self.cache);
+                let staged = file.with_extension(format!("{}.tmp", std::process::id()));
+                if std::fs::write(&staged, serde_json::to_vec(&played.observation)?).is_ok() {
+                    let _ = std::fs::rename(&staged, &file);
+                }
+                played.observation
+            }
+        };
+        crate::db::lock(&self.memory).insert(key, observed.clone());
+        Ok(observed)
+    }
+}
+
+fn read_json<T: DeserializeOwned>(file: &Path) -> Option<T> {
+    let bytes = std::fs::read(file).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// What exploring found, as check lines.
+pub struct Explored {
+    pub verdicts: Vec<Verdict>,
+    /// Case processes started, the reference's included.
+    pub processes: usize,
+}
+
+/// Judging one scenario: every rule it breaks, with the play that breaks it.
+struct Judged {
+    seed: u64,
+    fault: Option<Injected>,
+    breaches: Vec<Breach>,
+    history: History,
+}
+
+/// How much was covered, for the PASS lines.
+#[derive(Default, Clone, Copy)]
+struct Coverage {
+    scenarios: usize,
+    crashes: usize,
+    failing: usize,
+    processes: usize,
+}
+
+/// Which faults to play in a scenario.
+#[derive(Clone, Debug)]
+enum Faults {
+    /// `n` of its fault points, chosen by the seed; `None`: all of them.
+    Sample(Option<usize>),
+    /// This one first, when the scenario has it, then up to `n` others.
+    Like(Injected, usize),
+}
+
+/// Plays one scenario fault-free and under its faults, judging every rule:
+/// fault-free, the case must end as the reference does; under a fault, as
+/// it did itself without one (a crash or a failing commit may refuse a
+/// request, and change nothing else); always, the shared invariants.
+fn judge_one<E: Explorer>(
+    explorer: &E,
+    case: &Case,
+    reference: Option<&Reference>,
+    seed: u64,
+    scenario: &E::Scenario,
+    faults: &Faults,
+) -> Result<(Vec<Judged>, Coverage)> {
+    let model = explorer.faults();
+    let rules = explorer.invariants();
+    let wanted = match reference {
+        Some(r) => Some(r.observe(explorer, scenario)?),
+        None => None,
+    };
+    let normal = play(explorer, case, scenario, None)?;
+    let mut coverage = Coverage {
+        scenarios: 1,
+        processes: normal.exits.len(),
+        ..Coverage::default()
+    };
+    let mut judged = Vec::new();
+    let mut breaches = Vec::new();
+    let finished = normal.trouble(None).is_none();
+    if let Some(trouble) = normal.trouble(None) {
+        breaches.push(Breach {
+            rule: Rule::Agrees,
+            lines: vec![format!("the case did not finish: {trouble}")],
+        });
+    } else {
+        if let Some(wanted) = &wanted {
+            let lines = disagreements(&normal.observation.fates, &wanted.fates, true, &[]);
+            if !lines.is_empty() {
+                breaches.push(Breach {
+                    rule: Rule::Agrees,
+                    lines,
+                });
+            }
+        }
+        breaches.extend(invariants(rules, &normal));
+    }
+    let points = fault_points(&model, &normal.history);
+    let points = match faults {
+        Faults::Sample(n) => sample(points, *n, seed),
+        Faults::Like(first, n) => {
+            let mut chosen: Vec<Injected> =
+                points.iter().filter(|p| *p == first).cloned().collect();
+            chosen.extend(sample(
+                points.into_iter().filter(|p| p != first).collect(),
+                Some(*n),
+                seed,
+            ));
+            chosen
+        }
+    };
+    let own = normal.observation.fates.clone();
+    judged.push(Judged {
+        seed,
+        fault: None,
+        breaches,
+        history: normal.history,
+    });
+    if !finished {
+        return Ok((judged, coverage));
+    }
+    for fault in points {
+        let faulted = play(explorer, case, scenario, Some(&fault))?;
+        if fault.is_crash() {
+            coverage.crashes += 1;
+        } else {
+            coverage.failing += 1;
+        }
+        coverage.processes += faulted.exits.len();
+        let mut breaches = Vec::new();
+        if let Some(trouble) = faulted.trouble(Some(&fault)) {
+            breaches.push(Breach {
+                rule: Rule::Survives,
+                lines: vec![format!("the case did not finish: {trouble}")],
+            });
+        } else {
+            let refused = refused(&model, &faulted.history);
+            let lines = disagreements(&faulted.observation.fates, &own, false, &refused)
+                .into_iter()
+                .map(|l| l.replace("(the reference: ", "(without the fault: "))
+                .collect::<Vec<_>>();
+            if !lines.is_empty() {
+                breaches.push(Breach {
+                    rule: Rule::Survives,
+                    lines,
+                });
+            }
+            breaches.extend(invariants(rules, &faulted));
+        }
+        judged.push(Judged {
+            seed,
+            fault: Some(fault),
+            breaches,
+            history: faulted.history,
+        });
+    }
+    Ok((judged, coverage))
+}
+
+/// Explores `case` with `explorer`'s generated scenarios under `budget`,
+/// comparing with `reference` when there is one, and returns one verdict per
+/// rule the chapter judges: agreement, survival, then its invariants.
+pub fn explore<E: Explorer>(
+    explorer: &E,
+    chapter: &str,
+    case: &Case,
+    reference: Option<&Case>,
+    budget: Budget,
+) -> Result<Explored> {
+    let reference = reference.map(|r| Reference::new(r, chapter));
+    let seeds: Vec<u64> = (budget.first_seed..budget.first_seed + budget.scenarios).collect();
+    let results = in_parallel(&seeds, |&seed| {
+        let scenario = explorer.generate(seed);
+        judge_one(
+            explorer,
+            case,
+            reference.as_ref(),
+            seed,
+            &scenario,
+            &Faults::Sample(budget.faults),
+        )
+    });
+    let mut all = Vec::new();
+    let mut coverage = Coverage::default();
+    for result in results {
+        let (judged, c) = result?;
+        all.extend(judged);
+        coverage.scenarios += c.scenarios;
+        coverage.crashes += c.crashes;
+        coverage.failing += c.failing;
+        coverage.processes += c.processes;
+    }
+    let rules = rules_of(explorer, reference.is_some());
+    let evidence = format!(
+        "{} scenarios, {} crash points, {} failing commits",
+        coverage.scenarios, coverage.crashes, coverage.failing
+    );
+    let mut verdicts = Vec::new();
+    for rule in rules {
+        let first = all
+            .iter()
+            .find(|j| j.breaches.iter().any(|b| b.rule == rule));
+        let Some(first) = first else {
+            verdicts.push(Verdict::pass(rule.property(), evidence.clone()));
+            continue;
+        };
+        let (shrunk, tried) = shrink(explorer, case, reference.as_ref(), first, rule)?;
+        coverage.processes += tried;
+        let verdict = match &shrunk {
+            Some((judged, described)) => report(explorer, rule, judged, described, &all),
+            None => {
+                let described = explorer.describe(&explorer.generate(first.seed));
+                report(explorer, rule, first, &described, &all)
+            }
+        };
+        verdicts.push(verdict);
+    }
+    Ok(Explored {
+        verdicts,
+        processes: coverage.processes,
+    })
+}
+
+fn rules_of<E: Explorer>(explorer: &E, has_reference: bool) -> Vec<Rule> {
+    let invariants = explorer.invariants();
+    let mut rules = Vec::new();
+    if has_reference {
+        rules.push(Rule::Agrees);
+    }
+    rules.push(Rule::Survives);
+    if invariants.told_once {
+        rules.push(Rule::ToldOnce);
+    }
+    if invariants.settled {
+        rules.push(Rule::Settled);
+    }
+    if !invariants.retry_gaps.is_empty() {
+        rules.push(Rule::NotEarly);
+    }
+    rules
+}
+
+/// Looks for a smaller scenario that breaks `rule` too, as delta debugging
+/// does: the chapter offers smaller candidates (bigger cuts first), each is
+/// played (fault-free, then under the same fault when the breach needed
+/// one, then a few others) and kept when it still breaks the rule, until no
+/// candidate does or the plays run out. Returns the smallest failure found,
+/// with its scenario described, and how many processes it took.
+fn shrink<E: Explorer>(
+    explorer: &E,
+    case: &Case,
+    reference: Option<&Reference>,
+    found: &Judged,
+    rule: Rule,
+) -> Result<(Option<(Judged, String)>, usize)> {
+    const PLAYS: usize = 80;
+    let mut current = explorer.generate(found.seed);
+    let mut best = None;
+    let mut processes = 0;
+    let mut plays = 0;
+    let faults = match &found.fault {
+        Some(f) => Faults::Like(f.clone(), 3),
+        None => Faults::Sample(Some(0)),
+    };
+    'smaller: loop {
+        for candidate in explorer.shrink(&current) {
+            if plays >= PLAYS {
+                break 'smaller;
+            }
+            let (judged, c) =
+                judge_one(explorer, case, reference, found.seed, &candidate, &faults)?;
+            plays += 1 + c.crashes + c.failing;
+            processes += c.processes;
+            if let Some(mut hit) = judged
+                .into_iter()
+                .find(|j| j.breaches.iter().any(|b| b.rule == rule))
+            {
+                hit.breaches.retain(|b| b.rule == rule);
+                best = Some((hit, explorer.describe(&candidate)));
+                current = candidate;
+                continue 'smaller;
+            }
+        }
+        break;
+    }
+    Ok((best, processes))
+}
+
+/// How many lines of a breach a report spells out.
+const SHOWN: usize = 6;
+
+/// The verdict of a broken rule, from its (shrunk) failure.
+fn report<E: Explorer>(
+    explorer: &E,
+    rule: Rule,
+    found: &Judged,
+    described: &str,
+    all: &[Judged],
+) -> Verdict {
+    let broken = all
+        .iter()
+        .filter(|j| j.breaches.iter().any(|b| b.rule == rule))
+        .count();
+    let evidence = format!("{broken} of {} plays", all.len());
+    let fault = found
+        .fault
+        .as_ref()
+        .map(|f| format!(", {}, then a restart", f.describe()))
+        .unwrap_or_default();
+    let fault = match &found.fault {
+        Some(f) if !f.is_crash() => format!(", {}", f.describe()),
+        _ => fault,
+    };
+    let _ = explorer;
+    let lines: Vec<String> = found
+        .breaches
+        .iter()
+        .filter(|b| b.rule == rule)
+        .flat_map(|b| b.lines.iter().cloned())
+        .collect();
+    let mut details: Vec<String> = lines.iter().take(SHOWN).cloned().collect();
+    if lines.len() > SHOWN {
+        details.push(format!("... and {} more", lines.len() - SHOWN));
+    }
+    let mut verdict = Verdict::fail(
+        rule.property(),
+        evidence,
+        format!(
+            "generated scenario (seed {}): {described}{fault}:",
+            found.seed
+        ),
+        details,
+    );
+    verdict.seed = Some(found.seed);
+    if found.fault.is_some() {
+        verdict.timeline = found.history.events.clone();
+    }
+    verdict
+}
