@@ -680,10 +680,14 @@ fn judge_one<E: Explorer>(
     let mut breaches = Vec::new();
     let finished = normal.trouble(None).is_none();
     if let Some(trouble) = normal.trouble(None) {
-        breaches.push(Breach {
-            rule: Rule::Agrees,
-            lines: vec![format!("the case did not finish: {trouble}")],
-        });
+        // Nothing can be judged of a run that did not finish, and nothing
+        // of it can hold.
+        for rule in rules_of(explorer) {
+            breaches.push(Breach {
+                rule,
+                lines: vec![format!("the case did not finish: {trouble}")],
+            });
+        }
     } else {
         if let Some(wanted) = &wanted {
             let lines = disagreements(&normal.observation.fates, &wanted.fates, true, &[]);
@@ -791,13 +795,20 @@ pub fn explore<E: Explorer>(
         coverage.failing += c.failing;
         coverage.processes += c.processes;
     }
-    let rules = rules_of(explorer, reference.is_some());
+    let rules = rules_of(explorer);
     let evidence = format!(
         "{} scenarios, {} crash points, {} failing commits",
         coverage.scenarios, coverage.crashes, coverage.failing
     );
     let mut verdicts = Vec::new();
     for rule in rules {
+        if rule == Rule::Agrees && reference.is_none() {
+            verdicts.push(Verdict::pass(
+                rule.property(),
+                "this is the reference solution".to_string(),
+            ));
+            continue;
+        }
         let first = all
             .iter()
             .find(|j| j.breaches.iter().any(|b| b.rule == rule));
@@ -822,13 +833,9 @@ pub fn explore<E: Explorer>(
     })
 }
 
-fn rules_of<E: Explorer>(explorer: &E, has_reference: bool) -> Vec<Rule> {
+fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     let invariants = explorer.invariants();
-    let mut rules = Vec::new();
-    if has_reference {
-        rules.push(Rule::Agrees);
-    }
-    rules.push(Rule::Survives);
+    let mut rules = vec![Rule::Agrees, Rule::Survives];
     if invariants.told_once {
         rules.push(Rule::ToldOnce);
     }

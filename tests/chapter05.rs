@@ -74,7 +74,7 @@ fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
 #[test]
 fn the_shipped_case_drops_flaky_rows_and_never_retries() {
     let (code, pattern, report) = check(&[]);
-    assert_eq!(pattern, "FAIL FAIL PASS PASS");
+    assert_eq!(pattern, "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let v = &report["verdicts"];
     assert_eq!(v[0]["evidence"], "1 of 4 delivered");
@@ -87,7 +87,7 @@ fn the_shipped_case_drops_flaky_rows_and_never_retries() {
 #[test]
 fn the_reference_solution_passes_everything() {
     let (code, pattern, report) = check(&["--solution"]);
-    assert_eq!(pattern, "PASS PASS PASS PASS");
+    assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
     assert_eq!(report["verdicts"][1]["evidence"], "4 attempts, then FAILED");
 }
@@ -95,7 +95,7 @@ fn the_reference_solution_passes_everything() {
 #[test]
 fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
     let (_, pattern, report) = check(&["--variant", "immediate-retry"]);
-    assert_eq!(pattern, "PASS FAIL PASS FAIL");
+    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL");
     assert_eq!(
         report["verdicts"][1]["evidence"],
         "4 attempts at the wrong gaps"
@@ -105,7 +105,7 @@ fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
 #[test]
 fn retrying_forever_never_dead_letters() {
     let (_, pattern, report) = check(&["--variant", "unlimited-retries"]);
-    assert_eq!(pattern, "PASS FAIL PASS PASS");
+    assert_eq!(pattern, "PASS FAIL PASS PASS FAIL PASS PASS FAIL PASS");
     assert_eq!(
         report["verdicts"][1]["evidence"],
         "5 attempts, then PENDING"
@@ -115,21 +115,21 @@ fn retrying_forever_never_dead_letters() {
 #[test]
 fn retrying_a_rejection_fails_the_rejection_property() {
     let (_, pattern, report) = check(&["--variant", "retry-rejections"]);
-    assert_eq!(pattern, "PASS PASS FAIL PASS");
+    assert_eq!(pattern, "PASS PASS FAIL PASS FAIL PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][2]["evidence"], "4 attempts, then FAILED");
 }
 
 #[test]
 fn a_gap_from_the_wrong_count_gives_three_attempts() {
     let (_, pattern, report) = check(&["--variant", "gap-off-by-one"]);
-    assert_eq!(pattern, "PASS FAIL PASS PASS");
+    assert_eq!(pattern, "PASS FAIL PASS PASS FAIL PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][1]["evidence"], "3 attempts, then FAILED");
 }
 
 #[test]
 fn a_dead_letter_must_keep_the_providers_error() {
     let (_, pattern, report) = check(&["--variant", "error-not-kept"]);
-    assert_eq!(pattern, "PASS FAIL FAIL PASS");
+    assert_eq!(pattern, "PASS FAIL FAIL PASS PASS PASS PASS PASS PASS");
     let details = report["verdicts"][1]["details"].to_string();
     assert!(details.contains("gave up after 4 attempts"), "{details}");
 }
@@ -137,13 +137,13 @@ fn a_dead_letter_must_keep_the_providers_error() {
 #[test]
 fn retrying_at_every_wake_up_is_early() {
     let (_, pattern, _) = check(&["--variant", "every-wake-up"]);
-    assert_eq!(pattern, "PASS FAIL PASS FAIL");
+    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL");
 }
 
 #[test]
 fn a_timeout_is_retried_not_dead_lettered() {
     let (_, pattern, report) = check(&["--variant", "timeout-is-permanent"]);
-    assert_eq!(pattern, "FAIL FAIL PASS PASS");
+    assert_eq!(pattern, "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS");
     let v = &report["verdicts"][0];
     assert!(v["scenario"].as_str().unwrap().contains("times out"));
     assert!(!v["timeline"].as_array().unwrap().is_empty());
@@ -151,9 +151,9 @@ fn a_timeout_is_retried_not_dead_lettered() {
 
 /// The dead-letter verdict of a variant that mishandles an address whose
 /// every send times out: its scenario and details name the timeouts.
-fn fails_on_the_unanswered_address(variant: &str, evidence: &str) {
+fn fails_on_the_unanswered_address(variant: &str, evidence: &str, explored: &str) {
     let (_, pattern, report) = check(&["--variant", variant]);
-    assert_eq!(pattern, "PASS FAIL PASS FAIL", "{variant}");
+    assert_eq!(pattern, format!("PASS FAIL PASS FAIL {explored}"), "{variant}");
     let dead = &report["verdicts"][1];
     assert_eq!(dead["evidence"], evidence, "{variant}");
     let scenario = dead["scenario"].as_str().unwrap();
@@ -165,17 +165,29 @@ fn fails_on_the_unanswered_address(variant: &str, evidence: &str) {
 
 #[test]
 fn a_timeout_is_backed_off_like_a_503() {
-    fails_on_the_unanswered_address("timeout-no-backoff", "4 attempts at the wrong gaps");
+    fails_on_the_unanswered_address(
+        "timeout-no-backoff",
+        "4 attempts at the wrong gaps",
+        "PASS PASS PASS PASS FAIL",
+    );
 }
 
 #[test]
 fn a_timeout_is_not_re_sent_in_the_same_call() {
-    fails_on_the_unanswered_address("timeout-retry-inline", "8 attempts, then FAILED");
+    fails_on_the_unanswered_address(
+        "timeout-retry-inline",
+        "8 attempts, then FAILED",
+        "FAIL PASS PASS PASS FAIL",
+    );
 }
 
 #[test]
 fn a_timeout_counts_as_an_attempt() {
-    fails_on_the_unanswered_address("timeout-not-counted", "120 attempts, then PENDING");
+    fails_on_the_unanswered_address(
+        "timeout-not-counted",
+        "120 attempts, then PENDING",
+        "FAIL PASS PASS FAIL FAIL",
+    );
 }
 
 #[test]
@@ -196,6 +208,34 @@ fn attempts_counted_in_memory_fail_after_a_restart() {
     ]);
     assert_eq!(replay["verdicts"][1]["pass"], false);
     assert_eq!(replay["verdicts"][1]["seed"].as_u64(), Some(seed));
+}
+
+#[test]
+fn mistakes_made_while_following_the_chapter_fail() {
+    // An index past the last gap panics instead of dead-lettering.
+    let (code, pattern, _) = check(&["--variant", "gap-index-panics"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        pattern,
+        "FAIL FAIL FAIL PASS FAIL FAIL FAIL FAIL FAIL",
+        "gap-index-panics"
+    );
+    // A row out of attempts left PENDING is no dead letter.
+    let (_, pattern, report) = check(&["--variant", "claim-skips-exhausted"]);
+    assert_eq!(
+        pattern,
+        "PASS FAIL PASS PASS FAIL PASS PASS FAIL PASS",
+        "claim-skips-exhausted"
+    );
+    let settled = report["verdicts"][7]["details"].to_string();
+    assert!(settled.contains("still PENDING once the service is idle"), "{settled}");
+    // No answer is not a yes: a lost request marked SENT tells nobody.
+    let (_, pattern, _) = check(&["--variant", "timeout-means-sent"]);
+    assert_eq!(
+        pattern,
+        "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS",
+        "timeout-means-sent"
+    );
 }
 
 /// A report without its timings, which no verdict depends on.
