@@ -801,6 +801,9 @@ pub fn explore<E: Explorer>(
         coverage.scenarios, coverage.crashes, coverage.failing
     );
     let mut verdicts = Vec::new();
+    // One budget of plays for shrinking every broken rule of a check, so a
+    // case that breaks them all is not played hundreds of times over.
+    let mut shrink_plays = SHRINK_PLAYS;
     for rule in rules {
         if rule == Rule::Agrees && reference.is_none() {
             verdicts.push(Verdict::pass(
@@ -816,7 +819,14 @@ pub fn explore<E: Explorer>(
             verdicts.push(Verdict::pass(rule.property(), evidence.clone()));
             continue;
         };
-        let (shrunk, tried) = shrink(explorer, case, reference.as_ref(), first, rule)?;
+        let (shrunk, tried) = shrink(
+            explorer,
+            case,
+            reference.as_ref(),
+            first,
+            rule,
+            &mut shrink_plays,
+        )?;
         coverage.processes += tried;
         let verdict = match &shrunk {
             Some((judged, described)) => report(explorer, rule, judged, described, &all),
@@ -854,30 +864,32 @@ fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
 /// one, then a few others) and kept when it still breaks the rule, until no
 /// candidate does or the plays run out. Returns the smallest failure found,
 /// with its scenario described, and how many processes it took.
+/// How many plays a check may spend on shrinking, for all its rules.
+const SHRINK_PLAYS: usize = 60;
+
 fn shrink<E: Explorer>(
     explorer: &E,
     case: &Case,
     reference: Option<&Reference>,
     found: &Judged,
     rule: Rule,
+    budget: &mut usize,
 ) -> Result<(Option<(Judged, String)>, usize)> {
-    const PLAYS: usize = 80;
     let mut current = explorer.generate(found.seed);
     let mut best = None;
     let mut processes = 0;
-    let mut plays = 0;
     let faults = match &found.fault {
-        Some(f) => Faults::Like(f.clone(), 3),
+        Some(f) => Faults::Like(f.clone(), 1),
         None => Faults::Sample(Some(0)),
     };
     'smaller: loop {
         for candidate in explorer.shrink(&current) {
-            if plays >= PLAYS {
+            if *budget == 0 {
                 break 'smaller;
             }
             let (judged, c) =
                 judge_one(explorer, case, reference, found.seed, &candidate, &faults)?;
-            plays += 1 + c.crashes + c.failing;
+            *budget = budget.saturating_sub(1 + c.crashes + c.failing);
             processes += c.processes;
             if let Some(mut hit) = judged
                 .into_iter()
