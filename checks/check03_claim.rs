@@ -520,7 +520,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
             .map(|h| h.join().expect("a scenario thread does not panic"))
             .collect::<Result<Vec<_>>>()
     })?;
-    let processes = played.iter().map(|p| p.exits.len()).sum();
+    let processes: usize = played.iter().map(|p| p.exits.len()).sum();
     let rounds: Vec<Round> = races
         .iter()
         .zip(&played)
@@ -533,7 +533,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let races = rounds.len();
     let rows: usize = rounds.iter().map(|r| r.tally.rows).sum();
     let slow = rounds.last().expect("the slow provider is played");
-    let verdicts = vec![
+    let mut verdicts = vec![
         judge(
             DELIVERED_ONCE,
             format!("{races} races, {rows} rows"),
@@ -558,9 +558,17 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
             waited(slow),
         ),
     ];
+    let explored = lab::explore::explore(
+        &super::invite_world::Generated,
+        "03",
+        case,
+        options.reference.as_ref(),
+        options.budget,
+    )?;
+    verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
-        processes,
+        processes: processes + explored.processes,
     })
 }
 

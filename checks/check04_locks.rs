@@ -553,7 +553,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
             plays[i].push(played);
         }
     }
-    let processes = plays.iter().flatten().map(|p| p.exits.len()).sum();
+    let processes: usize = plays.iter().flatten().map(|p| p.exits.len()).sum();
 
     let chapter = &batches[0];
     // The last play of the chapter's batch: a replay, if there was one,
@@ -564,7 +564,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .zip(&plays)
         .map(|(b, p)| (b, p.as_slice()))
         .collect();
-    let verdicts = vec![
+    let mut verdicts = vec![
         judge(
             NO_FAILURE,
             format!("0 of {} failed", chapter.invites.len()),
@@ -587,9 +587,17 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
                 .find_map(|(b, p)| p.iter().find_map(|played| exactly_one(b, played))),
         ),
     ];
+    let explored = lab::explore::explore(
+        &super::invite_world::Generated,
+        "04",
+        case,
+        options.reference.as_ref(),
+        options.budget,
+    )?;
+    verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
-        processes,
+        processes: processes + explored.processes,
     })
 }
 

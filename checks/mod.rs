@@ -12,6 +12,7 @@ mod check05_retries;
 mod check06_orphans;
 mod check07_breaker;
 mod check08_fallback;
+mod invite_world;
 
 use lab::chapter::Chapter;
 

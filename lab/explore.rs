@@ -164,6 +164,19 @@ pub trait Explorer: Sync {
     fn invariants(&self) -> Invariants;
     /// What the rules fix in a played scenario.
     fn observe(&self, scenario: &Self::Scenario, run: &Run) -> Result<Observation>;
+    /// What the rules promise for `scenario` when the requests about
+    /// `refused` were turned down (a failing commit refuses a request), when
+    /// the chapter can say it without playing anything, e.g. who gets the
+    /// seats once a refused invite has freed one. A run under a fault is
+    /// compared with this; without it, with the case's own fault-free run
+    /// (which suits worlds where a refused request changes nothing else).
+    fn promised(
+        &self,
+        _scenario: &Self::Scenario,
+        _refused: &[String],
+    ) -> Option<BTreeMap<String, Fate>> {
+        None
+    }
     /// Smaller scenarios that may fail the same way, most promising first.
     fn shrink(&self, scenario: &Self::Scenario) -> Vec<Self::Scenario>;
     /// One line about the scenario: "3 people; email down 0:30 to 5:00".
@@ -229,6 +242,8 @@ struct Played {
     observation: Observation,
     history: History,
     exits: Vec<Exit>,
+    /// Why the chapter could not read the run, if it could not.
+    unreadable: Option<String>,
 }
 
 impl Played {
@@ -244,7 +259,7 @@ impl Played {
                 }
             }
         }
-        None
+        self.unreadable.clone()
     }
 }
 
@@ -285,19 +300,22 @@ fn play<E: Explorer>(
         }
     }
     let history = History::read(dir.path())?;
-    let observation = explorer
-        .observe(
-            scenario,
-            &Run {
-                dir: dir.path(),
-                history: &history,
-            },
-        )
-        .unwrap_or_default();
+    let run = Run {
+        dir: dir.path(),
+        history: &history,
+    };
+    let (observation, unreadable) = match explorer.observe(scenario, &run) {
+        Ok(observation) => (observation, None),
+        Err(err) => (
+            Observation::default(),
+            Some(format!("what the service left could not be read: {err:#}")),
+        ),
+    };
     Ok(Played {
         observation,
         history,
         exits,
+        unreadable,
     })
 }
 
@@ -740,9 +758,13 @@ fn judge_one<E: Explorer>(
             });
         } else {
             let refused = refused(&model, &faulted.history);
-            let lines = disagreements(&faulted.observation.fates, &own, false, &refused)
+            let lines = match explorer.promised(scenario, &refused) {
+                Some(promised) => disagreements(&faulted.observation.fates, &promised, false, &[]),
+                None => disagreements(&faulted.observation.fates, &own, false, &refused),
+            };
+            let lines = lines
                 .into_iter()
-                .map(|l| l.replace("(the reference: ", "(without the fault: "))
+                .map(|l| l.replace("(the reference: ", "(promised: "))
                 .collect::<Vec<_>>();
             if !lines.is_empty() {
                 breaches.push(Breach {

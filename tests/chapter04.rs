@@ -82,7 +82,7 @@ fn run_after_the_fix_adds_the_invitees_and_sends_their_emails() {
 #[test]
 fn the_shipped_case_fails_on_busy_errors_and_waiting() {
     let (code, report) = check_json(&["4"]);
-    assert_eq!(pattern(&report), "FAIL FAIL PASS");
+    assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let v = &report["verdicts"];
     assert_eq!(v[0]["evidence"], "3 of 3 failed");
@@ -116,7 +116,11 @@ fn the_shipped_case_fails_on_busy_errors_and_waiting() {
 #[test]
 fn the_reference_solution_passes_everything() {
     let (code, report) = check_json(&["4", "--solution"]);
-    assert_eq!(pattern(&report), "PASS PASS PASS", "{report}");
+    assert_eq!(
+        pattern(&report),
+        "PASS PASS PASS PASS PASS PASS PASS",
+        "{report}"
+    );
     assert_eq!(code, 0);
     assert_eq!(report["verdicts"][0]["evidence"], "0 of 3 failed");
     assert_eq!(
@@ -132,7 +136,7 @@ fn the_reference_solution_passes_everything() {
 #[test]
 fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
     let (code, report) = check_json(&["4", "--variant", "longer-busy-timeout"]);
-    assert_eq!(pattern(&report), "PASS FAIL PASS");
+    assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let wait = &report["verdicts"][1];
     assert_eq!(wait["evidence"], "1 of 3 took over 75 ms");
@@ -146,19 +150,19 @@ fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
 #[test]
 fn retrying_a_busy_database_by_hand_waits_just_the_same() {
     let (_, report) = check_json(&["4", "--variant", "retry-on-busy"]);
-    assert_eq!(pattern(&report), "PASS FAIL PASS");
+    assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS PASS PASS");
 }
 
 #[test]
 fn sending_before_the_claim_commits_holds_the_lock() {
     let (_, report) = check_json(&["4", "--variant", "send-inside-claim"]);
-    assert_eq!(pattern(&report), "FAIL FAIL PASS");
+    assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS PASS PASS");
 }
 
 #[test]
 fn one_transaction_per_row_still_holds_the_lock_across_each_send() {
     let (_, report) = check_json(&["4", "--variant", "row-at-a-time"]);
-    assert_eq!(pattern(&report), "FAIL FAIL PASS");
+    assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS PASS PASS");
 }
 
 #[test]
@@ -181,6 +185,21 @@ fn without_timings(value: serde_json::Value) -> serde_json::Value {
         serde_json::Value::String(text) => serde_json::Value::String(mask(&text)),
         other => other,
     }
+}
+
+#[test]
+fn mistakes_made_while_following_the_chapter_fail() {
+    // Chapter 1's outbox, undone: a crash between the two commits loses
+    // the email.
+    let (code, report) = check_json(&["4", "--variant", "outbox-after-commit"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL PASS PASS");
+    // Sends outside the claim, never recorded: every row stays PROCESSING.
+    let (_, report) = check_json(&["4", "--variant", "forgets-to-mark-sent"]);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS FAIL");
+    // One row per claim leaves the rest of a burst waiting.
+    let (_, report) = check_json(&["4", "--variant", "claim-one-row"]);
+    assert_eq!(pattern(&report), "FAIL FAIL FAIL FAIL FAIL PASS FAIL");
 }
 
 #[test]
@@ -222,9 +241,13 @@ fn the_text_report_names_the_properties_and_draws_the_timeline() {
             "  FAIL  no invite fails while the relay sends (3 of 3 failed)",
             "  FAIL  no invite waits more than a quarter of a send (3 of 3 took over 75 ms)",
             "  PASS  every member gets exactly one email (4 members, one email each)",
+            "  PASS  generated scenarios end as with the reference solution (4 scenarios, 10 crash points, 8 failing commits)",
+            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (4 scenarios, 10 crash points, 8 failing commits)",
+            "  PASS  nobody gets the same message twice (4 scenarios, 10 crash points, 8 failing commits)",
+            "  PASS  once idle, every row is SENT, or FAILED with its error (4 scenarios, 10 crash points, 8 failing commits)",
         ]
     );
-    assert!(text.contains("1 of 3 properties hold"), "{text}");
+    assert!(text.contains("5 of 7 properties hold"), "{text}");
     assert!(text.contains("error: database is locked"), "{text}");
     assert!(text.contains("COMMIT (relay commit 1)"), "{text}");
 }

@@ -153,7 +153,11 @@ fn a_timeout_is_retried_not_dead_lettered() {
 /// every send times out: its scenario and details name the timeouts.
 fn fails_on_the_unanswered_address(variant: &str, evidence: &str, explored: &str) {
     let (_, pattern, report) = check(&["--variant", variant]);
-    assert_eq!(pattern, format!("PASS FAIL PASS FAIL {explored}"), "{variant}");
+    assert_eq!(
+        pattern,
+        format!("PASS FAIL PASS FAIL {explored}"),
+        "{variant}"
+    );
     let dead = &report["verdicts"][1];
     assert_eq!(dead["evidence"], evidence, "{variant}");
     let scenario = dead["scenario"].as_str().unwrap();
@@ -216,24 +220,24 @@ fn mistakes_made_while_following_the_chapter_fail() {
     let (code, pattern, _) = check(&["--variant", "gap-index-panics"]);
     assert_eq!(code, 1);
     assert_eq!(
-        pattern,
-        "FAIL FAIL FAIL PASS FAIL FAIL FAIL FAIL FAIL",
+        pattern, "FAIL FAIL FAIL PASS FAIL FAIL FAIL FAIL FAIL",
         "gap-index-panics"
     );
     // A row out of attempts left PENDING is no dead letter.
     let (_, pattern, report) = check(&["--variant", "claim-skips-exhausted"]);
     assert_eq!(
-        pattern,
-        "PASS FAIL PASS PASS FAIL PASS PASS FAIL PASS",
+        pattern, "PASS FAIL PASS PASS FAIL PASS PASS FAIL PASS",
         "claim-skips-exhausted"
     );
     let settled = report["verdicts"][7]["details"].to_string();
-    assert!(settled.contains("still PENDING once the service is idle"), "{settled}");
+    assert!(
+        settled.contains("still PENDING once the service is idle"),
+        "{settled}"
+    );
     // No answer is not a yes: a lost request marked SENT tells nobody.
     let (_, pattern, _) = check(&["--variant", "timeout-means-sent"]);
     assert_eq!(
-        pattern,
-        "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS",
+        pattern, "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS",
         "timeout-means-sent"
     );
 }

@@ -1,0 +1,321 @@
+//! The world of chapters 3 and 4 for the explorer: workspaces with a few
+//! seats, invites (some of which find no seat and roll back), and relays
+//! with names of their own that take turns between them, across one to
+//! three processes (a deploy in between). The races between relays running
+//! at once are each chapter's own scenarios; here the claim, the send and
+//! the marking must simply keep every promise of chapters 1 and 2 while the
+//! process aborts after an invite's commit, or an invite's commit fails.
+//! A crash inside the relay is not played: a claimed row has nobody to hand
+//! it back until chapter 6's sweep.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use lab::explore::{Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::rng::Rng;
+use lab::scenario::{Plan, Step};
+use lab::world::read_pairs;
+use lab::{Invite, Worker};
+
+const NAMES: [&str; 20] = [
+    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
+    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
+];
+const WORKSPACES: [&str; 5] = ["ws_nova", "ws_delta", "ws_pine", "ws_harbor", "ws_ember"];
+
+/// What one step of a generated service does.
+#[derive(Clone, Debug, Serialize)]
+enum Call {
+    Invite(Invite),
+    /// A relay pass by relay number `n`.
+    Relay(u32),
+}
+
+/// A generated stretch of the service's life.
+#[derive(Clone, Debug, Serialize)]
+pub struct Service {
+    /// Workspaces and their free seats.
+    workspaces: Vec<(String, i64)>,
+    /// The calls of each process, one process after the other.
+    processes: Vec<Vec<Call>>,
+}
+
+impl Service {
+    fn invites(&self) -> impl Iterator<Item = &Invite> {
+        self.processes.iter().flatten().filter_map(|c| match c {
+            Call::Invite(i) => Some(i),
+            Call::Relay(_) => None,
+        })
+    }
+}
+
+/// Who an invite is about, in reports and in the world: an address and
+/// a workspace, since one person may be invited to two.
+fn subject(invite: &Invite) -> String {
+    format!("{} → {}", invite.email, invite.workspace)
+}
+
+/// The explorer of chapters 3 and 4.
+pub struct Generated;
+
+fn relay_step(n: u32) -> Step {
+    Step::with(
+        "relay",
+        Worker {
+            name: format!("relay-{n}"),
+        },
+        &format!("relay-{n}"),
+    )
+}
+
+impl Explorer for Generated {
+    type Scenario = Service;
+
+    fn generate(&self, seed: u64) -> Service {
+        let mut rng = Rng::new(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 34);
+        let mut spaces = WORKSPACES.to_vec();
+        rng.shuffle(&mut spaces);
+        let workspaces: Vec<(String, i64)> = spaces[..rng.between(1, 3) as usize]
+            .iter()
+            .map(|w| (w.to_string(), rng.between(0, 4) as i64))
+            .collect();
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let people = &names[..rng.between(2, 12) as usize];
+        // How often a relay pass comes: after every invite, every few, or
+        // only once the whole burst is in.
+        let every = rng.between(1, 5);
+        let mut calls = Vec::new();
+        let mut invited: Vec<(String, String)> = Vec::new();
+        for name in people {
+            // Now and then the same person to a second workspace.
+            for _ in 0..rng.between(1, 2) {
+                let workspace = rng.pick(&workspaces).0.clone();
+                let email = format!("{name}@example.com");
+                if invited.contains(&(email.clone(), workspace.clone())) {
+                    continue;
+                }
+                invited.push((email.clone(), workspace.clone()));
+                calls.push(Call::Invite(Invite { email, workspace }));
+                let invites = invited.len() as u64;
+                if every < 5 && invites % every == 0 {
+                    calls.push(Call::Relay(rng.between(1, 3) as u32));
+                }
+            }
+        }
+        calls.push(Call::Relay(rng.between(1, 3) as u32));
+        // Cut the calls into one to three processes.
+        let cuts = rng.between(0, 2) as usize;
+        let mut processes = Vec::new();
+        let mut rest = calls;
+        for _ in 0..cuts {
+            if rest.len() < 2 {
+                break;
+            }
+            let at = rng.between(1, rest.len() as u64 - 1) as usize;
+            let tail = rest.split_off(at);
+            processes.push(rest);
+            rest = tail;
+        }
+        processes.push(rest);
+        Service {
+            workspaces,
+            processes,
+        }
+    }
+
+    fn plans(&self, service: &Service, dir: &Path) -> Vec<Plan> {
+        service
+            .processes
+            .iter()
+            .enumerate()
+            .map(|(i, calls)| {
+                let mut steps: Vec<Step> = calls
+                    .iter()
+                    .map(|call| match call {
+                        Call::Invite(i) => Step::with("invite", i, &subject(i)),
+                        Call::Relay(n) => relay_step(*n),
+                    })
+                    .collect();
+                if i + 1 == service.processes.len() {
+                    // Whatever is queued goes out before the service idles.
+                    steps.push(relay_step(1));
+                }
+                Plan {
+                    dir: dir.to_path_buf(),
+                    process: i as u32 + 1,
+                    fixture: if i == 0 {
+                        service
+                            .workspaces
+                            .iter()
+                            .map(|(id, seats)| {
+                                format!(
+                                    "INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})"
+                                )
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                    steps,
+                    ..Plan::default()
+                }
+            })
+            .collect()
+    }
+
+    fn startup(&self) -> Vec<Step> {
+        vec![relay_step(9)]
+    }
+
+    fn faults(&self) -> FaultModel {
+        FaultModel {
+            crash_after_commit: &["invite"],
+            fail_commit: &["invite"],
+            crash_after_send: &[],
+            requests: &["invite"],
+        }
+    }
+
+    fn invariants(&self) -> Invariants {
+        Invariants {
+            told_once: true,
+            settled: true,
+            retry_gaps: &[],
+        }
+    }
+
+    fn observe(&self, service: &Service, run: &Run) -> Result<Observation> {
+        let members = if run.dir.join(lab::scenario::APP_DB).exists() {
+            read_pairs(run.dir, "SELECT email, workspace FROM memberships")?
+        } else {
+            Vec::new()
+        };
+        let fates = service
+            .invites()
+            .map(|i| {
+                let told = run
+                    .history
+                    .emails_to(&i.email)
+                    .filter(|e| e.body.contains(&i.workspace))
+                    .count() as u32;
+                let member = members
+                    .iter()
+                    .any(|(e, w)| *e == i.email && *w == i.workspace);
+                let state = if member { "member" } else { "not a member" };
+                (
+                    subject(i),
+                    Fate {
+                        told,
+                        state: state.to_string(),
+                        detail: String::new(),
+                    },
+                )
+            })
+            .collect();
+        // The outbox of chapters 3 and 4 has a status; a case that went
+        // back to chapter 1's `sent` flag is read by that.
+        let rows = if run.dir.join(lab::scenario::APP_DB).exists() {
+            read_pairs(
+                run.dir,
+                "SELECT recipient || ': ' || body, status FROM outbox ORDER BY id",
+            )
+            .or_else(|_| {
+                read_pairs(
+                    run.dir,
+                    "SELECT recipient || ': ' || body,
+                            CASE WHEN sent THEN 'SENT' ELSE 'PENDING' END
+                       FROM outbox ORDER BY id",
+                )
+            })?
+            .into_iter()
+            .map(|(subject, status)| Row {
+                subject,
+                status,
+                error: None,
+            })
+            .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Observation { fates, rows })
+    }
+
+    fn promised(&self, service: &Service, refused: &[String]) -> Option<BTreeMap<String, Fate>> {
+        let mut seats = service.workspaces.clone();
+        Some(
+            service
+                .invites()
+                .map(|i| {
+                    let asked = !refused.contains(&subject(i));
+                    let seat = seats.iter_mut().find(|(w, _)| *w == i.workspace);
+                    let member = match seat {
+                        Some((_, free)) if asked && *free > 0 => {
+                            *free -= 1;
+                            true
+                        }
+                        _ => false,
+                    };
+                    let fate = Fate {
+                        told: u32::from(member),
+                        state: if member { "member" } else { "not a member" }.to_string(),
+                        detail: String::new(),
+                    };
+                    (subject(i), fate)
+                })
+                .collect(),
+        )
+    }
+
+    fn shrink(&self, service: &Service) -> Vec<Service> {
+        let mut smaller = Vec::new();
+        if service.processes.len() > 1 {
+            smaller.push(Service {
+                processes: vec![service.processes.concat()],
+                ..service.clone()
+            });
+        }
+        for (p, calls) in service.processes.iter().enumerate() {
+            for i in 0..calls.len() {
+                let mut processes = service.processes.clone();
+                processes[p].remove(i);
+                if processes[p].is_empty() {
+                    processes.remove(p);
+                }
+                if !processes.is_empty() {
+                    smaller.push(Service {
+                        processes,
+                        ..service.clone()
+                    });
+                }
+            }
+        }
+        smaller
+    }
+
+    fn describe(&self, service: &Service) -> String {
+        let seats: Vec<String> = service
+            .workspaces
+            .iter()
+            .map(|(w, n)| format!("{w} with {n} free"))
+            .collect();
+        let processes: Vec<String> = service
+            .processes
+            .iter()
+            .map(|calls| {
+                calls
+                    .iter()
+                    .map(|c| match c {
+                        Call::Invite(i) => format!("invite {} to {}", i.email, i.workspace),
+                        Call::Relay(n) => format!("relay-{n}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .collect();
+        format!("{}; {}", seats.join(", "), processes.join("; a deploy; "))
+    }
+}
