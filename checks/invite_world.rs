@@ -101,7 +101,7 @@ impl Explorer for Generated {
                 invited.push((email.clone(), workspace.clone()));
                 calls.push(Call::Invite(Invite { email, workspace }));
                 let invites = invited.len() as u64;
-                if every < 5 && invites % every == 0 {
+                if every < 5 && invites.is_multiple_of(every) {
                     calls.push(Call::Relay(rng.between(1, 3) as u32));
                 }
             }
