@@ -914,14 +914,23 @@ impl Explorer for Generated {
     }
 
     fn shrink(&self, scenario: &Scenario) -> Vec<Scenario> {
-        let mut smaller = Vec::new();
+        let n = scenario.invites.len();
+        // Most failures need one invite: try each alone first, then cut.
+        let mut smaller: Vec<Scenario> = (0..n)
+            .filter(|_| n > 1)
+            .map(|keep| {
+                (0..n)
+                    .rev()
+                    .filter(|i| *i != keep)
+                    .fold(scenario.clone(), |s, drop| s.without(drop))
+            })
+            .collect();
         if scenario.deploy_after.is_some() {
             smaller.push(Scenario {
                 deploy_after: None,
                 ..scenario.clone()
             });
         }
-        let n = scenario.invites.len();
         if n > 3 {
             for keep in [0..n / 2, n / 2..n] {
                 let mut half = scenario.clone();
