@@ -736,9 +736,9 @@ fn failing(round: &mut Round) -> Option<Finding> {
 ///
 /// A workspace with free seats never gets more invites than it has seats:
 /// otherwise a refused invite would free a seat for a later one, which then
-/// joins (and is told) where its fault-free run rolled back, and the engine
-/// owes a refused request's neighbours nothing different. Full plans are
-/// the workspaces with no seat at all.
+/// joins (and is told) where its fault-free run rolled back; the lab
+/// compares every invite but the refused one with the fault-free run. Full
+/// plans are the workspaces with no seat at all.
 struct Generated;
 
 /// A generated scenario.
