@@ -5,15 +5,26 @@
 //! the process aborting straight after each invite commit (then restarted,
 //! which runs the relay), and with each invite commit failing inside SQLite.
 //! Besides the chapter's five invites, seeded random batches with other
-//! names, workspaces and seat counts are played the same way.
+//! names, workspaces and seat counts are played the same way. Then generated
+//! scenarios are explored (see [`Generated`]): up to a dozen invites, some to
+//! full plans, someone invited to two workspaces, a relay that runs only
+//! every few invites, a deploy midway, under a crash after every invite and
+//! relay commit and a failing commit of every invite.
+
+use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::Result;
+use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::explore::{
+    explore, Explored, Explorer, Fate, FaultModel, Invariants, Observation, Row, Rule, Run,
+};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Plan, Step};
+use lab::scenario::{Fault, Plan, Step, APP_DB};
 use lab::world::{read_pairs, History, Kind};
 use lab::Invite;
 
@@ -32,6 +43,20 @@ const ROLLED_BACK: &str = "no email for an invite that rolled back";
 const EXACTLY_ONE: &str = "every new member gets exactly one email";
 const CRASH: &str = "a crash straight after the commit still sends the email, once";
 const FAILING: &str = "no email when the commit itself fails";
+
+const NAMES: [&str; 20] = [
+    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
+    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
+];
+/// No name is a prefix of another: an email names its workspace.
+const WORKSPACES: [&str; 6] = [
+    "ws_nova",
+    "ws_delta",
+    "ws_pine",
+    "ws_harbor",
+    "ws_quartz",
+    "ws_ember",
+];
 
 /// A batch of invites and the workspaces they go to.
 struct Batch {
@@ -64,18 +89,6 @@ impl Batch {
     /// A batch drawn from `seed`: other names, workspaces and seat counts,
     /// with at least one invite that fits and one that does not.
     fn random(seed: u64) -> Batch {
-        const NAMES: [&str; 20] = [
-            "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai",
-            "lena", "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-        ];
-        const WORKSPACES: [&str; 6] = [
-            "ws_nova",
-            "ws_delta",
-            "ws_pine",
-            "ws_harbor",
-            "ws_quartz",
-            "ws_ember",
-        ];
         let mut rng = Rng::new(seed);
         loop {
             let mut names = NAMES.to_vec();
@@ -388,7 +401,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     for batch in &batches {
         rounds.push(play_round(case, batch)?);
     }
-    let processes = rounds.iter().map(Round::processes).sum();
+    let processes: usize = rounds.iter().map(Round::processes).sum();
     // A property that holds shows the chapter's batch's figure.
     let chapter = &rounds[0];
     let evidence = [
@@ -398,16 +411,57 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         format!("{} failing commits", chapter.failures.len()),
     ];
     let [rolled, joined, crashed, failed] = evidence;
-    let verdicts = vec![
+    let trouble = chapter.normal.trouble();
+    let mut verdicts = vec![
         judge(ROLLED_BACK, rolled, rounds.iter_mut().find_map(rolled_back)),
         judge(EXACTLY_ONE, joined, rounds.iter_mut().find_map(exactly_one)),
         judge(CRASH, crashed, rounds.iter_mut().find_map(crash)),
         judge(FAILING, failed, rounds.iter_mut().find_map(failing)),
     ];
+    // A case that cannot finish the chapter's batch is not explored: every
+    // generated scenario would end the same way, and prove nothing.
+    let explored = match trouble {
+        Some(trouble) => Explored {
+            verdicts: unexplored(&Generated, options, &trouble),
+            processes: 0,
+        },
+        None => explore(
+            &Generated,
+            "01",
+            case,
+            options.reference.as_ref(),
+            options.budget,
+        )?,
+    };
+    verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
-        processes,
+        processes: processes + explored.processes,
     })
+}
+
+/// The explorer's properties, failed: the case did not finish the chapter's
+/// batch, so generated scenarios were not played.
+fn unexplored(explorer: &Generated, options: &CheckOptions, trouble: &str) -> Vec<Verdict> {
+    let invariants = explorer.invariants();
+    let rules = [
+        (Rule::Agrees, options.reference.is_some()),
+        (Rule::Survives, true),
+        (Rule::ToldOnce, invariants.told_once),
+        (Rule::Settled, invariants.settled),
+    ];
+    rules
+        .iter()
+        .filter(|(_, judged)| *judged)
+        .map(|(rule, _)| {
+            Verdict::fail(
+                rule.property(),
+                "the case did not finish".to_string(),
+                format!("the chapter's batch, played as is: {trouble}; no generated scenario was played"),
+                Vec::new(),
+            )
+        })
+        .collect()
 }
 
 fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
@@ -665,4 +719,362 @@ fn failing(round: &mut Round) -> Option<Finding> {
         seed: batch.seed,
         timeline: Some((played, Some(who))),
     })
+}
+
+/// Chapter 1's world for the explorer: one to twelve invites over two to
+/// four workspaces with 0 to 4 free seats, so that some invites roll back;
+/// now and then someone invited to a second workspace; a relay that runs
+/// after every invite or only every few (and always after the last), and
+/// sometimes a deploy midway, whose new process runs the relay first, as
+/// the service does when it starts.
+///
+/// Faults go where chapter 1's service survives them: a crash after any
+/// invite or relay commit (the restart's relay sends what the outbox holds),
+/// and a failing invite commit (the invite is refused: owed nothing). A
+/// crash after the provider accepted a relay send, or a failing relay
+/// commit, sends an email twice: the outbox is at-least-once until chapter 2.
+///
+/// A workspace with free seats never gets more invites than it has seats:
+/// otherwise a refused invite would free a seat for a later one, which then
+/// joins (and is told) where its fault-free run rolled back; the lab
+/// compares every invite but the refused one with the fault-free run. Full
+/// plans are the workspaces with no seat at all.
+struct Generated;
+
+/// A generated scenario.
+#[derive(Clone, Debug, Serialize)]
+struct Scenario {
+    seed: u64,
+    workspaces: Vec<(String, i64)>,
+    invites: Vec<Invite>,
+    /// The relay runs after every `relay_every`-th invite, and after the last.
+    relay_every: usize,
+    /// A deploy after this many invites: the process stops, and a new one
+    /// starts with the relay and takes the rest.
+    deploy_after: Option<usize>,
+}
+
+impl Scenario {
+    fn generate(seed: u64) -> Scenario {
+        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 1);
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let mut spaces = WORKSPACES.to_vec();
+        rng.shuffle(&mut spaces);
+        let workspaces: Vec<(String, i64)> = spaces[..rng.between(2, 4) as usize]
+            .iter()
+            .map(|w| (w.to_string(), rng.between(0, 4) as i64))
+            .collect();
+        let count = rng.between(1, 12) as usize;
+        let mut invites: Vec<Invite> = Vec::new();
+        let mut fresh = names.into_iter();
+        while invites.len() < count {
+            // Someone already invited, to another workspace, now and then.
+            let again = !invites.is_empty() && rng.between(0, 3) == 0;
+            let email = if again {
+                rng.pick(&invites).email.clone()
+            } else {
+                match fresh.next() {
+                    Some(name) => format!("{name}@example.com"),
+                    None => break,
+                }
+            };
+            let open: Vec<&String> = workspaces
+                .iter()
+                .filter(|(w, seats)| {
+                    let taken = invites.iter().filter(|i| i.workspace == *w).count() as i64;
+                    let twice = invites
+                        .iter()
+                        .any(|i| i.email == email && i.workspace == *w);
+                    !twice && (*seats == 0 || taken < *seats)
+                })
+                .map(|(w, _)| w)
+                .collect();
+            if open.is_empty() {
+                if again {
+                    continue;
+                }
+                break;
+            }
+            let workspace = rng.pick(&open).to_string();
+            invites.push(Invite { email, workspace });
+        }
+        let relay_every = rng.between(1, 4) as usize;
+        let deploy_after = (invites.len() > 1 && rng.between(0, 2) == 0)
+            .then(|| rng.between(1, invites.len() as u64 - 1) as usize);
+        Scenario {
+            seed,
+            workspaces,
+            invites,
+            relay_every,
+            deploy_after,
+        }
+    }
+
+    /// Who an invite is about, in the step and in the verdicts.
+    fn subject(invite: &Invite) -> String {
+        format!("{} → {}", invite.email, invite.workspace)
+    }
+
+    /// The steps of invites `range`: each invite, and the relay after every
+    /// `relay_every`-th and after the last.
+    fn steps(&self, range: std::ops::Range<usize>) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for n in range {
+            let invite = &self.invites[n];
+            steps.push(Step::with("invite", invite, &Scenario::subject(invite)));
+            if (n + 1) % self.relay_every == 0 || n + 1 == self.invites.len() {
+                steps.push(Step::new("relay"));
+            }
+        }
+        steps
+    }
+
+    fn plans(&self, dir: &Path) -> Vec<Plan> {
+        let fixture = self
+            .workspaces
+            .iter()
+            .map(|(id, seats)| {
+                format!("INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})")
+            })
+            .collect();
+        let cut = self.deploy_after.unwrap_or(self.invites.len());
+        let mut plans = vec![Plan {
+            dir: dir.to_path_buf(),
+            process: 1,
+            fixture,
+            steps: self.steps(0..cut),
+            ..Plan::default()
+        }];
+        if cut < self.invites.len() {
+            let mut steps = vec![Step::new("relay")];
+            steps.extend(self.steps(cut..self.invites.len()));
+            plans.push(Plan {
+                dir: dir.to_path_buf(),
+                process: 2,
+                steps,
+                ..Plan::default()
+            });
+        }
+        plans
+    }
+
+    /// The scenario without invite `n`.
+    fn without(&self, n: usize) -> Scenario {
+        let mut invites = self.invites.clone();
+        invites.remove(n);
+        let deploy_after = self
+            .deploy_after
+            .map(|d| if n < d { d - 1 } else { d })
+            .filter(|d| *d > 0 && *d < invites.len());
+        Scenario {
+            invites,
+            deploy_after,
+            ..self.clone()
+        }
+    }
+}
+
+impl Explorer for Generated {
+    type Scenario = Scenario;
+
+    fn generate(&self, seed: u64) -> Scenario {
+        Scenario::generate(seed)
+    }
+
+    fn plans(&self, scenario: &Scenario, dir: &Path) -> Vec<Plan> {
+        scenario.plans(dir)
+    }
+
+    fn startup(&self) -> Vec<Step> {
+        vec![Step::new("relay")]
+    }
+
+    fn faults(&self) -> FaultModel {
+        FaultModel {
+            crash_after_commit: &["invite", "relay"],
+            fail_commit: &["invite"],
+            crash_after_send: &[],
+            requests: &["invite"],
+        }
+    }
+
+    fn invariants(&self) -> Invariants {
+        // Every scenario ends with a relay, and a restart begins with one, so
+        // the reference leaves no row unsent once idle.
+        Invariants {
+            told_once: true,
+            settled: true,
+            retry_gaps: &[],
+        }
+    }
+
+    fn observe(&self, scenario: &Scenario, run: &Run) -> Result<Observation> {
+        observe_invites(&scenario.invites, run)
+    }
+
+    fn shrink(&self, scenario: &Scenario) -> Vec<Scenario> {
+        let n = scenario.invites.len();
+        // Most failures need one invite: try each alone first, then cut.
+        let mut smaller: Vec<Scenario> = (0..n)
+            .filter(|_| n > 1)
+            .map(|keep| {
+                (0..n)
+                    .rev()
+                    .filter(|i| *i != keep)
+                    .fold(scenario.clone(), |s, drop| s.without(drop))
+            })
+            .collect();
+        if scenario.deploy_after.is_some() {
+            smaller.push(Scenario {
+                deploy_after: None,
+                ..scenario.clone()
+            });
+        }
+        if n > 3 {
+            for keep in [0..n / 2, n / 2..n] {
+                let mut half = scenario.clone();
+                for drop in (0..n).rev().filter(|i| !keep.contains(i)) {
+                    half = half.without(drop);
+                }
+                smaller.push(half);
+            }
+        }
+        if n > 1 {
+            smaller.extend((0..n).map(|i| scenario.without(i)));
+        }
+        if scenario.relay_every > 1 {
+            smaller.push(Scenario {
+                relay_every: 1,
+                ..scenario.clone()
+            });
+        }
+        smaller
+    }
+
+    fn describe(&self, scenario: &Scenario) -> String {
+        describe_invites(
+            &scenario.workspaces,
+            &scenario.invites,
+            scenario.relay_every,
+            scenario.deploy_after,
+        )
+    }
+}
+
+/// What the rules fix after a scenario of `invites`: per invite (person and
+/// workspace), how many emails that name the workspace reached the person,
+/// and whether they are a member; per person, emails about none of their
+/// invites; and the outbox's rows, sent or not.
+fn observe_invites(invites: &[Invite], run: &Run) -> Result<Observation> {
+    let members = if run.dir.join(APP_DB).exists() {
+        read_pairs(run.dir, "SELECT email, workspace FROM memberships")?
+    } else {
+        Vec::new()
+    };
+    let mut fates = BTreeMap::new();
+    for invite in invites {
+        let told = run
+            .history
+            .emails_to(&invite.email)
+            .filter(|e| e.body.contains(&invite.workspace))
+            .count() as u32;
+        let member = members
+            .iter()
+            .any(|(e, w)| *e == invite.email && *w == invite.workspace);
+        let state = if member { "member" } else { "not a member" };
+        fates.insert(
+            Scenario::subject(invite),
+            Fate {
+                told,
+                state: state.to_string(),
+                detail: String::new(),
+            },
+        );
+    }
+    let mut stray: BTreeMap<String, u32> = BTreeMap::new();
+    for email in run.history.emails() {
+        let invited = invites
+            .iter()
+            .any(|i| i.email == email.recipient && email.body.contains(&i.workspace));
+        if !invited {
+            *stray.entry(email.recipient.clone()).or_default() += 1;
+        }
+    }
+    for (to, told) in stray {
+        fates.insert(
+            format!("{to}, about no workspace they were invited to"),
+            Fate {
+                told,
+                state: "emailed".to_string(),
+                detail: String::new(),
+            },
+        );
+    }
+    Ok(Observation {
+        fates,
+        rows: read_rows(run.dir),
+    })
+}
+
+/// The outbox as it was left: a row is SENT once marked, PENDING before. A
+/// case whose outbox has another shape shows no rows.
+fn read_rows(dir: &Path) -> Vec<Row> {
+    if !dir.join(APP_DB).exists() {
+        return Vec::new();
+    }
+    read_pairs(
+        dir,
+        "SELECT recipient || ': ' || body, CASE WHEN sent THEN 'SENT' ELSE 'PENDING' END
+         FROM outbox ORDER BY id",
+    )
+    .unwrap_or_default()
+    .into_iter()
+    .map(|(subject, status)| Row {
+        subject: format!("the email to {subject:?}"),
+        status,
+        error: None,
+    })
+    .collect()
+}
+
+/// "ws_nova 2 seats, ws_pine none; dana → ws_nova, eli → ws_pine; the
+/// relay runs after every 2nd invite and after the last; a deploy after
+/// invite 1".
+fn describe_invites(
+    workspaces: &[(String, i64)],
+    invites: &[Invite],
+    relay_every: usize,
+    deploy_after: Option<usize>,
+) -> String {
+    let seats: Vec<String> = workspaces
+        .iter()
+        .filter(|(w, _)| invites.iter().any(|i| i.workspace == *w))
+        .map(|(w, n)| match n {
+            0 => format!("{w} no seat"),
+            1 => format!("{w} 1 seat"),
+            n => format!("{w} {n} seats"),
+        })
+        .collect();
+    let invited: Vec<String> = invites
+        .iter()
+        .map(|i| {
+            let name = i.email.split('@').next().unwrap_or(&i.email);
+            format!("{name} → {}", i.workspace)
+        })
+        .collect();
+    let relay = match relay_every {
+        1 => "the relay runs after every invite".to_string(),
+        2 => "the relay runs after every 2nd invite and after the last".to_string(),
+        3 => "the relay runs after every 3rd invite and after the last".to_string(),
+        n => format!("the relay runs after every {n}th invite and after the last"),
+    };
+    let deploy = deploy_after
+        .map(|d| format!("; a deploy after invite {d}"))
+        .unwrap_or_default();
+    format!(
+        "{}; {}; {relay}{deploy}",
+        seats.join(", "),
+        invited.join(", ")
+    )
 }

@@ -3,6 +3,10 @@
 
 mod common;
 
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
 use common::{check_json, notify, pattern, stdout};
 
 const SEED_STORY: &str = "\
@@ -38,11 +42,29 @@ fn run_after_the_fix_shows_three_emails_and_nothing_wrong() {
     assert!(!text.contains("They did not"), "{text}");
 }
 
+/// The properties the explorer adds after the chapter's four, in order.
+const AGREES: usize = 4;
+const SURVIVES: usize = 5;
+const TOLD_ONCE: usize = 6;
+const SETTLED: usize = 7;
+
+/// `check 1` as shipped, played once for every test that judges it.
+fn shipped() -> &'static (i32, Value) {
+    static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
+    REPORT.get_or_init(|| check_json(&["1"]))
+}
+
+/// `check 1 --variant send-after-commit`, played once for every test that judges it.
+fn send_after_commit() -> &'static (i32, Value) {
+    static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
+    REPORT.get_or_init(|| check_json(&["1", "--variant", "send-after-commit"]))
+}
+
 #[test]
 fn the_shipped_case_fails_the_rollback_and_failing_commit_properties() {
-    let (code, report) = check_json(&["1"]);
-    assert_eq!(pattern(&report), "FAIL PASS PASS FAIL");
-    assert_eq!(code, 1);
+    let (code, report) = shipped();
+    assert_eq!(pattern(report), "FAIL PASS PASS FAIL FAIL FAIL PASS PASS");
+    assert_eq!(*code, 1);
     let v = &report["verdicts"];
     assert_eq!(v[0]["evidence"], "2 sent");
     assert_eq!(v[1]["evidence"], "3 joined");
@@ -51,16 +73,11 @@ fn the_shipped_case_fails_the_rollback_and_failing_commit_properties() {
     let scenario = v[3]["scenario"].as_str().unwrap();
     assert!(scenario.contains("invite commit 1 fails"), "{scenario}");
     assert!(scenario.contains("dana@example.com"), "{scenario}");
-    let kinds: Vec<&str> = v[3]["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap())
-        .collect();
-    let send = kinds.iter().position(|k| *k == "send").expect("the email");
+    let kinds = kinds(&v[3]);
+    let send = kinds.iter().position(|k| k == "send").expect("the email");
     let failed = kinds
         .iter()
-        .position(|k| *k == "commit_failed")
+        .position(|k| k == "commit_failed")
         .expect("the failed commit");
     assert!(
         send < failed,
@@ -69,83 +86,202 @@ fn the_shipped_case_fails_the_rollback_and_failing_commit_properties() {
 }
 
 #[test]
+fn the_shipped_case_disagrees_with_the_reference_on_a_generated_scenario() {
+    let (_, report) = shipped();
+    let v = &report["verdicts"];
+    let agrees = &v[AGREES];
+    assert_eq!(
+        agrees["property"],
+        "generated scenarios end as with the reference solution"
+    );
+    // Shrunk to one invite to a full plan, told all the same.
+    let scenario = agrees["scenario"].as_str().unwrap();
+    assert!(
+        scenario.starts_with("generated scenario (seed "),
+        "{scenario}"
+    );
+    assert_eq!(scenario.matches(" → ").count(), 1, "{scenario}");
+    assert!(scenario.contains("no seat"), "{scenario}");
+    let detail = agrees["details"][0].as_str().unwrap();
+    assert!(
+        detail.contains("told once, not a member (the reference: never told, not a member)"),
+        "{detail}"
+    );
+    assert!(agrees["seed"].as_u64().is_some());
+    // A failing commit: the refused invite's email had already gone.
+    let survives = &v[SURVIVES];
+    let scenario = survives["scenario"].as_str().unwrap();
+    assert!(scenario.contains("invite commit 1 fails"), "{scenario}");
+    let kinds = kinds(survives);
+    assert!(kinds.contains(&"send".to_string()), "{kinds:?}");
+    assert!(kinds.contains(&"commit_failed".to_string()), "{kinds:?}");
+    // The shared invariants are judged too, and hold.
+    assert_eq!(
+        v[TOLD_ONCE]["property"],
+        "nobody gets the same message twice"
+    );
+    assert_eq!(
+        v[SETTLED]["property"],
+        "once idle, every row is SENT, or FAILED with its error"
+    );
+}
+
+#[test]
 fn the_reference_solution_passes_everything() {
     let (code, report) = check_json(&["1", "--solution"]);
-    assert_eq!(pattern(&report), "PASS PASS PASS PASS");
+    // The reference is not compared with itself: no agreement line.
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
-    assert_eq!(report["verdicts"][2]["evidence"], "3 crash points");
+    let v = &report["verdicts"];
+    assert_eq!(v[2]["evidence"], "3 crash points");
+    for explored in 4..7 {
+        let evidence = v[explored]["evidence"].as_str().unwrap();
+        assert!(evidence.starts_with("4 scenarios, "), "{evidence}");
+    }
 }
 
 #[test]
 fn sending_after_commit_loses_the_email_in_a_crash() {
-    let (code, report) = check_json(&["1", "--variant", "send-after-commit"]);
-    assert_eq!(pattern(&report), "PASS PASS FAIL PASS");
-    assert_eq!(code, 1);
+    let (code, report) = send_after_commit();
+    assert_eq!(pattern(report), "PASS PASS FAIL PASS PASS FAIL PASS PASS");
+    assert_eq!(*code, 1);
     let crash = &report["verdicts"][2];
     assert!(crash["scenario"]
         .as_str()
         .unwrap()
         .contains("crash after invite commit 1"));
-    let kinds: Vec<&str> = crash["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap())
-        .collect();
-    assert!(kinds.contains(&"crash"), "{kinds:?}");
-    assert!(!kinds.contains(&"send"), "no email reached dana: {kinds:?}");
+    let kinds = kinds(crash);
+    assert!(kinds.contains(&"crash".to_string()), "{kinds:?}");
+    assert!(
+        !kinds.contains(&"send".to_string()),
+        "no email reached dana: {kinds:?}"
+    );
+    let survives = &report["verdicts"][SURVIVES];
+    let details = survives["details"].to_string();
+    assert!(
+        details.contains("never told, member (without the fault: told once, member)"),
+        "{details}"
+    );
 }
 
 #[test]
-fn an_outbox_row_in_a_second_transaction_fails_the_crash_property() {
+fn an_outbox_row_in_a_second_transaction_fails_the_crash_properties() {
     let (_, report) = check_json(&["1", "--variant", "second-transaction"]);
-    assert!(!report["verdicts"][2]["pass"].as_bool().unwrap());
+    assert_eq!(pattern(&report), "PASS PASS FAIL PASS PASS FAIL PASS PASS");
 }
 
 #[test]
 fn sending_inside_the_transaction_fails_when_the_commit_fails() {
     let (_, report) = check_json(&["1", "--variant", "check-seats-first"]);
-    assert_eq!(pattern(&report), "PASS PASS PASS FAIL");
+    assert_eq!(pattern(&report), "PASS PASS PASS FAIL PASS FAIL PASS PASS");
+    let scenario = report["verdicts"][SURVIVES]["scenario"].as_str().unwrap();
+    assert!(scenario.contains("commit 1 fails"), "{scenario}");
 }
 
 #[test]
 fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
     let (code, report) = check_json(&["1", "--variant", "only-acme"]);
     assert_eq!(code, 1);
-    let failed: Vec<&serde_json::Value> = report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| !v["pass"].as_bool().unwrap())
-        .collect();
-    assert!(!failed.is_empty());
+    assert_eq!(pattern(&report), "PASS FAIL FAIL PASS FAIL PASS PASS PASS");
     // It passes the chapter's own batch: the failure names a seed to replay.
-    let seed = failed[0]["seed"].as_u64().expect("a random batch's seed");
+    let failed = &report["verdicts"][1];
+    let seed = failed["seed"].as_u64().expect("a random batch's seed");
+    let generated = report["verdicts"][AGREES]["seed"]
+        .as_u64()
+        .expect("a generated scenario's seed");
+    assert_eq!(seed, generated, "both fail on the first seed");
+    // --seed replays the random batch and the generated scenario of that seed.
     let (_, replay) = check_json(&["1", "--variant", "only-acme", "--seed", &seed.to_string()]);
     assert_eq!(replay["verdicts"][1]["pass"], false);
     assert_eq!(replay["verdicts"][1]["seed"].as_u64(), Some(seed));
+    assert_eq!(replay["verdicts"][AGREES]["pass"], false);
+    assert_eq!(replay["verdicts"][AGREES]["seed"].as_u64(), Some(seed));
+}
+
+#[test]
+fn one_email_per_person_never_tells_a_second_workspace() {
+    let (code, report) = check_json(&["1", "--variant", "one-email-per-person"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL PASS PASS PASS");
+    let agrees = &report["verdicts"][AGREES];
+    // Someone invited to two workspaces, told about the first only.
+    let scenario = agrees["scenario"].as_str().unwrap();
+    let detail = agrees["details"][0].as_str().unwrap();
+    let (who, _) = detail.split_once(" → ").unwrap();
+    let name = who.split('@').next().unwrap();
+    assert_eq!(
+        scenario.matches(&format!("{name} → ")).count(),
+        2,
+        "{scenario}"
+    );
+    assert!(
+        detail.ends_with("never told, member (the reference: told once, member)"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
+    let (code, report) = check_json(&["1", "--variant", "relay-marks-first"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS PASS");
+    let survives = &report["verdicts"][SURVIVES];
+    let scenario = survives["scenario"].as_str().unwrap();
+    assert!(scenario.contains("crash after relay commit"), "{scenario}");
+    let details = survives["details"].to_string();
+    assert!(details.contains("never told, member"), "{details}");
+    let kinds = kinds(survives);
+    assert!(!kinds.contains(&"send".to_string()), "{kinds:?}");
+}
+
+#[test]
+fn a_seat_taken_outside_the_transaction_is_lost_with_it() {
+    let (code, report) = check_json(&["1", "--variant", "seat-outside-transaction"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS PASS");
+    let details = report["verdicts"][SURVIVES]["details"].to_string();
+    assert!(
+        details.contains("not a member (without the fault: told once, member)"),
+        "{details}"
+    );
+}
+
+/// The kinds of a verdict's timeline events, in order.
+fn kinds(verdict: &Value) -> Vec<String> {
+    verdict["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// A report without its timings, which no verdict depends on.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
+fn without_timings(value: Value) -> Value {
     match value {
-        serde_json::Value::Object(map) => map
+        Value::Object(map) => map
             .into_iter()
             .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
             .map(|(k, v)| (k, without_timings(v)))
             .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
+        Value::Array(items) => items.into_iter().map(without_timings).collect(),
         other => other,
     }
 }
 
 #[test]
 fn verdicts_are_the_same_on_every_run() {
-    for args in [&["1"][..], &["1", "--variant", "send-after-commit"]] {
-        let (_, first) = check_json(args);
+    let played: [(&[&str], _); 2] = [
+        (&["1"], shipped()),
+        (
+            &["1", "--variant", "send-after-commit"],
+            send_after_commit(),
+        ),
+    ];
+    for (args, (_, first)) in played {
         let (_, second) = check_json(args);
         assert_eq!(
-            without_timings(first),
+            without_timings(first.clone()),
             without_timings(second),
             "check {args:?} changed its mind"
         );
@@ -161,7 +297,7 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
         .filter(|l| l.starts_with("  PASS  ") || l.starts_with("  FAIL  "))
         .collect();
     assert_eq!(
-        lines,
+        lines[..4],
         [
             "  FAIL  no email for an invite that rolled back (2 sent)",
             "  PASS  every new member gets exactly one email (3 joined)",
@@ -169,7 +305,9 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
             "  FAIL  no email when the commit itself fails (3 sent)",
         ]
     );
-    assert!(text.contains("2 of 4 properties hold"), "{text}");
+    assert_eq!(lines.len(), 8, "{text}");
+    assert!(text.contains("4 of 8 properties hold"), "{text}");
     assert!(text.contains("fay@example.com was told they joined ws_orbit. They did not."));
+    assert!(text.contains("replay it: notify check 1 --seed "), "{text}");
     assert!(text.contains("service") && text.contains("database") && text.contains("provider"));
 }
