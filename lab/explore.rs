@@ -758,13 +758,19 @@ fn judge_one<E: Explorer>(
             });
         } else {
             let refused = refused(&model, &faulted.history);
-            let lines = match explorer.promised(scenario, &refused) {
-                Some(promised) => disagreements(&faulted.observation.fates, &promised, false, &[]),
-                None => disagreements(&faulted.observation.fates, &own, false, &refused),
+            let (lines, compared) = match explorer.promised(scenario, &refused) {
+                Some(promised) => (
+                    disagreements(&faulted.observation.fates, &promised, false, &[]),
+                    "(promised: ",
+                ),
+                None => (
+                    disagreements(&faulted.observation.fates, &own, false, &refused),
+                    "(without the fault: ",
+                ),
             };
             let lines = lines
                 .into_iter()
-                .map(|l| l.replace("(the reference: ", "(promised: "))
+                .map(|l| l.replace("(the reference: ", compared))
                 .collect::<Vec<_>>();
             if !lines.is_empty() {
                 breaches.push(Breach {

@@ -129,12 +129,13 @@ fn the_shipped_case_disagrees_with_the_reference_on_a_generated_scenario() {
 #[test]
 fn the_reference_solution_passes_everything() {
     let (code, report) = check_json(&["1", "--solution"]);
-    // The reference is not compared with itself: no agreement line.
-    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS");
+    // The reference is not compared with itself: its agreement line says so.
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
     let v = &report["verdicts"];
     assert_eq!(v[2]["evidence"], "3 crash points");
-    for explored in 4..7 {
+    assert_eq!(v[4]["evidence"], "this is the reference solution");
+    for explored in 5..8 {
         let evidence = v[explored]["evidence"].as_str().unwrap();
         assert!(evidence.starts_with("4 scenarios, "), "{evidence}");
     }
