@@ -722,10 +722,16 @@ fn judge_one<E: Explorer>(
     let points = match faults {
         Faults::Sample(n) => sample(points, *n, seed),
         Faults::Like(first, n) => {
-            let mut chosen: Vec<Injected> =
-                points.iter().filter(|p| *p == first).cloned().collect();
+            // The same fault, in the same process if it is still there (a
+            // smaller scenario may have lost a deploy), else in any.
+            let same = points
+                .iter()
+                .find(|p| *p == first)
+                .or_else(|| points.iter().find(|p| p.fault == first.fault))
+                .cloned();
+            let mut chosen: Vec<Injected> = same.iter().cloned().collect();
             chosen.extend(sample(
-                points.into_iter().filter(|p| p != first).collect(),
+                points.into_iter().filter(|p| Some(p) != same.as_ref()).collect(),
                 Some(*n),
                 seed,
             ));
