@@ -33,9 +33,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
+use lab::explore::{explore, span, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
@@ -69,6 +71,9 @@ const SWEEP: i64 = MINUTE;
 /// Attempts a row gets in all (chapter 5): a poison row must be dead-lettered
 /// after exactly this many dispatchers were lost on it.
 const ATTEMPTS: usize = 4;
+/// Chapter 5's backoff: after the n-th failed attempt, the next one waits
+/// at least this long.
+const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 /// How long the dispatcher that replaces a killed one runs: the sweep hands
 /// the orphans back at 5 or 6 min, and they go out at once.
 const AFTER_CRASH: i64 = 8 * MINUTE;
@@ -379,16 +384,6 @@ fn sweeps_only(until: i64) -> Step {
         }],
     }
     .step()
-}
-
-/// `3 min`, `4 min 10 s`.
-fn span(ms: i64) -> String {
-    let s = ms / SECOND;
-    match (s / 60, s % 60) {
-        (0, s) => format!("{s} s"),
-        (m, 0) => format!("{m} min"),
-        (m, s) => format!("{m} min {s} s"),
-    }
 }
 
 /// Simulated time as a clock reads it: `6:02`.
@@ -827,11 +822,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
             .map(|h| h.join().expect("a scenario thread does not panic"))
             .collect::<Result<Vec<_>>>()
     })?;
-    let processes = played.iter().map(|p| p.exits.len()).sum();
+    let processes: usize = played.iter().map(|p| p.exits.len()).sum();
     let of = |what: What| played.iter().filter(move |p| p.scenario.what == what);
 
     let held = played[0].scenario.people.len();
-    let verdicts = vec![
+    let mut verdicts = vec![
         judge(
             EVENTUALLY,
             format!("{held} orphans delivered, the poison row FAILED after {ATTEMPTS} attempts"),
@@ -857,9 +852,12 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
                 .find_map(late),
         ),
     ];
+    let reference = options.reference.as_ref().map(|r| r.patient(PATIENCE));
+    let explored = explore(&Generated, "06", case, reference.as_ref(), options.budget)?;
+    verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
-        processes,
+        processes: processes + explored.processes,
     })
 }
 
@@ -1093,4 +1091,524 @@ fn late(played: &Played) -> Option<Finding> {
         seed: played.scenario.seed,
         timeline: Vec::new(),
     })
+}
+
+/// Chapter 6's world for the explorer: chapter 5's world (up to ten people
+/// on either channel, each row's provider script drawn from everything
+/// chapter 5 speaks about, notices arriving over two minutes, sometimes a
+/// deploy), with the sweep running every minute beside the dispatcher, rows
+/// in backoff and dead letters while it runs, sometimes a provider whose
+/// sends take seconds of the service's time, sometimes an outage or a hang
+/// of a channel in the first five minutes, and sometimes rows a dispatcher
+/// lost before the scenario began: PROCESSING in the fixture, claimed up to
+/// 4 min 30 s before the start, which the sweep must hand back in a run
+/// without faults (so its commits are fault points too).
+///
+/// From this chapter on a crash inside `dispatch` is survivable: the sweep
+/// hands its orphans on. So faults go after every commit of `publish`,
+/// `dispatch` and `sweep`, into every one of their commits, and after every
+/// send the provider accepted in `dispatch` (the key keeps the re-send from
+/// telling anyone twice).
+///
+/// A lost attempt counts (the chapter's rule), so under a fault a row may
+/// have one provider attempt fewer than without it. The generator keeps to
+/// rows that can spare one, or no case could end as it did without the
+/// fault: a provider that fails a row three times and then takes it would
+/// see it dead-lettered after a lost attempt, by the rules. So a row fails
+/// at most twice, and at most once on a channel with an outage or a hang
+/// (which lasts under 30 s, so it fails at most two of a row's attempts,
+/// and ends before 5:00, so it never meets a row the sweep handed back).
+/// A lost row of the fixture has spent an attempt already; its `attempts`
+/// says how many it made before (0), as the reference counts them, and a
+/// correct case that counts an attempt when it claims reads one fewer. So
+/// lost rows keep to scripts whose ending does not depend on it: fine,
+/// failing once (never on a channel in trouble), or refused for good.
+///
+/// Chapter 5's backoff still holds as the provider sees it: the sweep hands
+/// an orphan back due at once, but over 5 min after its claim, which came no
+/// sooner than its backoff allowed; and since the lost attempt counts, every
+/// later wait is the one for the row's count of attempts, never shorter than
+/// the one for the failures the provider saw.
+struct Generated;
+
+/// How long a generated scenario runs after its last notice arrives, and
+/// at least when a row a dispatcher lost before the start is in it. A new
+/// row settles within 11:40 of its arrival: it fails its first three
+/// attempts (at +0, +5 s and +35 s; at most two on a channel in trouble)
+/// and goes out at +5:35, or it loses an attempt under a fault, is handed
+/// back 5 to 6 min later, and may still wait 30 s and 5 min. A lost row is
+/// handed back by 6:00, may lose another attempt (handed back again by
+/// 12:00), fail, and wait 5 min: near 17:05. A slow provider's batch can
+/// hold each attempt up by half a minute: 14 min, and 19 min. Exploring 150
+/// seeds under every fault with just those passes the reference; each has 4
+/// min of room besides.
+const GENERATED_TAIL: i64 = 18 * MINUTE;
+const GENERATED_LOST_END: i64 = 23 * MINUTE;
+
+/// How the provider treats one generated row's recipient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+enum Script {
+    Healthy,
+    /// The first n attempts fail with a 503, then it works.
+    Flaky(u32),
+    /// Every attempt fails with a 503.
+    Dead,
+    /// Every attempt reaches the provider and fails there, and no answer comes.
+    Unanswered,
+    /// Refused for good: a 422.
+    Rejected,
+}
+
+/// Someone a generated scenario tells something.
+#[derive(Clone, Debug, Serialize)]
+struct Entry {
+    name: String,
+    channel: &'static str,
+    text: String,
+    /// When the notice is published; 0 for a row that is already there.
+    at: i64,
+    script: Script,
+    /// For a row of the fixture that a lost dispatcher claimed: how long
+    /// before the start, in ms.
+    lost: Option<i64>,
+}
+
+impl Entry {
+    fn email(&self) -> String {
+        format!("{}@example.com", self.name)
+    }
+
+    fn device(&self) -> String {
+        format!("{}-phone", self.name)
+    }
+
+    fn recipient(&self) -> String {
+        match self.channel {
+            "push" => self.device(),
+            _ => self.email(),
+        }
+    }
+
+    /// "dana@example.com (email)"
+    fn label(&self) -> String {
+        format!("{} ({})", self.recipient(), self.channel)
+    }
+
+    /// The SQL that puts the person, and a lost row, in a new database.
+    fn fixture(&self) -> Vec<String> {
+        let mut sql = vec![format!(
+            "INSERT INTO people (id, email, device, channel) VALUES ('{}', '{}', '{}', '{}')",
+            self.name,
+            self.email(),
+            self.device(),
+            self.channel
+        )];
+        if let Some(before) = self.lost {
+            let text = self.text.replace('\'', "''");
+            sql.push(format!(
+                "INSERT INTO notifications (person, kind, text) VALUES ('{}', 'date_chosen', '{text}');
+                 INSERT INTO outbox (notification, channel, recipient, body, status, attempts,
+                                     claimed_by, claimed_at)
+                 VALUES (last_insert_rowid(), '{}', '{}', '{text}', 'PROCESSING', 0,
+                         'dispatcher-lost', {})",
+                self.name,
+                self.channel,
+                self.recipient(),
+                -before
+            ));
+        }
+        sql
+    }
+}
+
+/// A stretch of simulated time in which one channel's provider fails every
+/// send: an outage (503s), or a hang (no answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+struct Trouble {
+    channel: &'static str,
+    hang: bool,
+    from: i64,
+    until: i64,
+}
+
+/// One generated scenario.
+#[derive(Clone, Debug, Serialize)]
+struct Workload {
+    seed: u64,
+    entries: Vec<Entry>,
+    troubles: Vec<Trouble>,
+    /// Channels whose every send takes this many ms of the service's time.
+    slow: Vec<(&'static str, i64)>,
+    /// A deploy: the first process stops here and a new one carries on.
+    restart_at: Option<i64>,
+    end: i64,
+}
+
+impl Workload {
+    fn generated(seed: u64) -> Workload {
+        // Seeds a generator with a scrambled seed: SplitMix's streams for
+        // nearby seeds would otherwise run along the same numbers.
+        let mut rng = Rng::new(Rng::new(seed ^ 0x0606_0606).next_u64());
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let channels = ["email", "push"];
+        let troubles: Vec<Trouble> = channels
+            .into_iter()
+            .filter_map(|channel| {
+                if rng.between(0, 2) != 0 {
+                    return None;
+                }
+                let from = rng.between(0, 270) as i64 * SECOND;
+                Some(Trouble {
+                    channel,
+                    hang: rng.between(0, 1) == 0,
+                    from,
+                    until: from + rng.between(10, 28) as i64 * SECOND,
+                })
+            })
+            .collect();
+        let slow = channels
+            .into_iter()
+            .filter_map(|channel| {
+                (rng.between(0, 2) == 0).then(|| (channel, rng.between(1, 3) as i64 * SECOND))
+            })
+            .collect();
+        // Mostly a few people, whom a failure shrinks to quickly; a batch
+        // of up to ten one time in three.
+        let count = match rng.between(0, 2) {
+            0 => rng.between(4, 10),
+            _ => rng.between(1, 4),
+        } as usize;
+        let entries: Vec<Entry> = names[..count]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let channel = if rng.between(0, 2) == 0 {
+                    "push"
+                } else {
+                    "email"
+                };
+                let troubled = troubles.iter().any(|t| t.channel == channel);
+                let lost = (rng.between(0, 3) == 0)
+                    .then(|| rng.between(0, 4) as i64 * MINUTE + 30 * SECOND);
+                let script = match (lost, rng.between(0, 9)) {
+                    (None, 0..=3) | (Some(_), 0..=4) => Script::Healthy,
+                    (None, 4 | 5) if troubled => Script::Flaky(1),
+                    (None, 4 | 5) => Script::Flaky(rng.between(1, 2) as u32),
+                    (Some(_), 5..=7) if troubled => Script::Healthy,
+                    (Some(_), 5..=7) => Script::Flaky(1),
+                    (Some(_), _) | (None, 7) => Script::Rejected,
+                    (None, 6) => Script::Dead,
+                    (None, _) => Script::Unanswered,
+                };
+                let at = if lost.is_none() && rng.between(0, 1) == 0 {
+                    rng.between(0, 120) as i64 * SECOND
+                } else {
+                    0
+                };
+                Entry {
+                    name: name.to_string(),
+                    channel,
+                    text: format!("{} (#{i})", rng.pick(&EVENTS)),
+                    at,
+                    script,
+                    lost,
+                }
+            })
+            .collect();
+        let restart_at = (rng.between(0, 2) == 0).then(|| rng.between(30, 600) as i64 * SECOND);
+        let last = entries.iter().map(|e| e.at).max().unwrap_or(0);
+        let end = match entries.iter().any(|e| e.lost.is_some()) {
+            true => (last + GENERATED_TAIL).max(GENERATED_LOST_END),
+            false => last + GENERATED_TAIL,
+        };
+        Workload {
+            seed,
+            entries,
+            troubles,
+            slow,
+            restart_at,
+            end,
+        }
+    }
+
+    fn provider(&self, channel: &str) -> ProviderScript {
+        let entries = || self.entries.iter().filter(move |e| e.channel == channel);
+        let recipients = |script: Script| {
+            entries()
+                .filter(|e| e.script == script)
+                .map(Entry::recipient)
+                .collect()
+        };
+        let windows = |hang: bool| {
+            self.troubles
+                .iter()
+                .filter(|t| t.channel == channel && t.hang == hang)
+                .map(|t| (t.from, t.until))
+                .collect()
+        };
+        ProviderScript {
+            sim_latency_ms: self
+                .slow
+                .iter()
+                .find(|(c, _)| *c == channel)
+                .map_or(0, |(_, ms)| *ms),
+            flaky: entries()
+                .filter_map(|e| match e.script {
+                    Script::Flaky(n) => Some((e.recipient(), n)),
+                    _ => None,
+                })
+                .collect(),
+            unreachable: recipients(Script::Dead),
+            unanswered: recipients(Script::Unanswered),
+            rejected: recipients(Script::Rejected),
+            outages: windows(false),
+            hangs: windows(true),
+            ..ProviderScript::default()
+        }
+    }
+
+    /// The steps that cover simulated time `[from, to)`: the notices due in
+    /// it, with the dispatcher and the sweep on their schedule in between.
+    fn steps(&self, from: i64, to: i64) -> Vec<Step> {
+        let mut arrivals: Vec<&Entry> = self
+            .entries
+            .iter()
+            .filter(|e| e.lost.is_none() && (from..to).contains(&e.at))
+            .collect();
+        arrivals.sort_by_key(|e| e.at);
+        let mut steps = Vec::new();
+        let mut now = from;
+        for e in arrivals {
+            if e.at > now {
+                steps.push(schedule(e.at));
+                now = e.at;
+            }
+            let notice = serde_json::json!({
+                "person": e.name,
+                "kind": "date_chosen",
+                "text": e.text,
+            });
+            steps.push(Step::with("publish", notice, &e.recipient()));
+        }
+        steps.push(schedule(to));
+        steps
+    }
+
+    fn plans(&self, dir: &Path) -> Vec<Plan> {
+        let cut = self.restart_at.unwrap_or(self.end);
+        let plan = |process: u32, steps: Vec<Step>| Plan {
+            dir: dir.to_path_buf(),
+            process,
+            steps,
+            provider: self.provider("email"),
+            push: self.provider("push"),
+            seed: self.seed,
+            ..Plan::default()
+        };
+        let mut first = plan(1, self.steps(0, cut));
+        first.fixture = self.entries.iter().flat_map(Entry::fixture).collect();
+        let mut plans = vec![first];
+        if self.restart_at.is_some() {
+            plans.push(plan(2, self.steps(cut, self.end)));
+        }
+        plans
+    }
+}
+
+impl Explorer for Generated {
+    type Scenario = Workload;
+
+    fn generate(&self, seed: u64) -> Workload {
+        Workload::generated(seed)
+    }
+
+    fn plans(&self, workload: &Workload, dir: &Path) -> Vec<Plan> {
+        workload.plans(dir)
+    }
+
+    fn startup(&self) -> Vec<Step> {
+        // The schedule resumes, and the sweep with it.
+        Vec::new()
+    }
+
+    fn faults(&self) -> FaultModel {
+        FaultModel {
+            crash_after_commit: &["publish", "dispatch", "sweep"],
+            fail_commit: &["publish", "dispatch", "sweep"],
+            crash_after_send: &["dispatch"],
+            requests: &["publish"],
+        }
+    }
+
+    fn invariants(&self) -> Invariants {
+        Invariants {
+            told_once: true,
+            settled: true,
+            retry_gaps: &RETRY_GAPS,
+        }
+    }
+
+    fn observe(&self, workload: &Workload, run: &Run) -> Result<Observation> {
+        let rows = read_rows(run.dir)?;
+        let fates = workload
+            .entries
+            .iter()
+            .map(|e| {
+                let recipient = e.recipient();
+                let attempts: Vec<Outcome> = run
+                    .history
+                    .attempts(e.channel)
+                    .filter(|d| d.recipient == recipient)
+                    .map(|d| d.outcome)
+                    .collect();
+                let told = attempts
+                    .iter()
+                    .filter(|o| **o == Outcome::Delivered)
+                    .count() as u32;
+                let state = rows
+                    .iter()
+                    .find(|r| r.subject == e.label())
+                    .map(|r| r.status.clone())
+                    .unwrap_or_else(|| "not in the outbox".to_string());
+                let answers: Vec<&str> = attempts
+                    .iter()
+                    .map(|o| match o {
+                        Outcome::Delivered => "sent",
+                        Outcome::Deduplicated => "repeat",
+                        Outcome::Failed => "failed",
+                        Outcome::Rejected => "refused",
+                    })
+                    .collect();
+                let detail = match answers.len() {
+                    0 => "no attempt".to_string(),
+                    1 => format!("1 attempt: {}", answers[0]),
+                    n => format!("{n} attempts: {}", answers.join(", ")),
+                };
+                (
+                    e.label(),
+                    Fate {
+                        told,
+                        state,
+                        detail,
+                    },
+                )
+            })
+            .collect();
+        Ok(Observation { fates, rows })
+    }
+
+    fn shrink(&self, workload: &Workload) -> Vec<Workload> {
+        let mut smaller = Vec::new();
+        if workload.restart_at.is_some() {
+            smaller.push(Workload {
+                restart_at: None,
+                ..workload.clone()
+            });
+        }
+        for i in 0..workload.troubles.len() {
+            let mut troubles = workload.troubles.clone();
+            troubles.remove(i);
+            smaller.push(Workload {
+                troubles,
+                ..workload.clone()
+            });
+        }
+        for i in 0..workload.slow.len() {
+            let mut slow = workload.slow.clone();
+            slow.remove(i);
+            smaller.push(Workload {
+                slow,
+                ..workload.clone()
+            });
+        }
+        // Halves first, then one person at a time.
+        let n = workload.entries.len();
+        if n > 3 {
+            for half in [0..n / 2, n / 2..n] {
+                smaller.push(Workload {
+                    entries: workload.entries[half].to_vec(),
+                    ..workload.clone()
+                });
+            }
+        }
+        if n > 1 {
+            for i in 0..n {
+                let mut entries = workload.entries.clone();
+                entries.remove(i);
+                smaller.push(Workload {
+                    entries,
+                    ..workload.clone()
+                });
+            }
+        }
+        smaller
+    }
+
+    fn describe(&self, workload: &Workload) -> String {
+        let entries: Vec<String> = workload
+            .entries
+            .iter()
+            .map(|e| {
+                let script = match e.script {
+                    Script::Healthy => "fine".to_string(),
+                    Script::Flaky(n) => format!("fails {n}x"),
+                    Script::Dead => "always 503".to_string(),
+                    Script::Unanswered => "never answers".to_string(),
+                    Script::Rejected => "refused".to_string(),
+                };
+                match e.lost {
+                    Some(before) => format!(
+                        "{} {script}, claimed {} before the start by a lost dispatcher",
+                        e.label(),
+                        span(before)
+                    ),
+                    None => format!("{} {script} at {}", e.label(), clock(e.at)),
+                }
+            })
+            .collect();
+        let troubles: Vec<String> = workload
+            .troubles
+            .iter()
+            .map(|t| {
+                format!(
+                    "; {} {} {} to {}",
+                    t.channel,
+                    if t.hang { "hangs" } else { "down" },
+                    clock(t.from),
+                    clock(t.until)
+                )
+            })
+            .collect();
+        let slow: Vec<String> = workload
+            .slow
+            .iter()
+            .map(|(channel, ms)| format!("; every {channel} send takes {}", span(*ms)))
+            .collect();
+        let restart = workload
+            .restart_at
+            .map(|at| format!("; the dispatcher restarts at {}", clock(at)))
+            .unwrap_or_default();
+        format!(
+            "{}{}{}{restart}",
+            entries.join(", "),
+            troubles.concat(),
+            slow.concat()
+        )
+    }
+}
+
+/// The outbox as it was left, a row per channel and recipient.
+fn read_rows(dir: &Path) -> Result<Vec<Row>> {
+    Ok(read_outbox(dir)?
+        .into_iter()
+        .map(|(key, left)| {
+            let (channel, recipient) = key.split_once(' ').unwrap_or(("?", &key));
+            Row {
+                subject: format!("{recipient} ({channel})"),
+                status: left.status,
+                error: left.last_error,
+            }
+        })
+        .collect())
 }

@@ -1,7 +1,12 @@
 //! Chapter 6 end to end: the story `run` tells, and the grading matrix of
-//! `check` over the shipped case, the reference and the catalogued wrong fixes.
+//! `check` over the shipped case, the reference and the catalogued wrong
+//! fixes. Each check is played once for the whole file (the repeat test
+//! plays its own a second time).
 
 mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use common::{check_json, notify, pattern, stdout};
 
@@ -35,20 +40,58 @@ fn run_after_the_fix_shows_the_orphans_delivered_after_the_sweep() {
     assert_eq!(text.matches("6:02 sent  SENT").count(), 4, "{text}");
 }
 
-/// The verdicts of `check 6` with `args`, and the report.
-fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
+/// The chapter's own properties, then exploring's, in the order of a report.
+const EVENTUALLY: usize = 0;
+const LIVE: usize = 1;
+const LATE: usize = 2;
+const AGREES: usize = 3;
+const SURVIVES: usize = 4;
+const TOLD_ONCE: usize = 5;
+const SETTLED: usize = 6;
+const NOT_EARLY: usize = 7;
+
+/// Plays `check 6` with `args` and returns its exit code and report.
+fn play(args: &[&str]) -> (i32, serde_json::Value) {
     let mut all = vec!["6"];
     all.extend_from_slice(args);
-    let (code, report) = check_json(&all);
+    check_json(&all)
+}
+
+/// The verdicts of `check 6` with `args`, and the report, played once for
+/// the whole file.
+fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
+    type Played = Arc<OnceLock<(i32, serde_json::Value)>>;
+    static PLAYED: OnceLock<Mutex<HashMap<Vec<String>, Played>>> = OnceLock::new();
+    let key: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let cell = PLAYED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(key)
+        .or_default()
+        .clone();
+    let (code, report) = cell.get_or_init(|| play(args)).clone();
     (code, pattern(&report), report)
+}
+
+/// The details of verdict `i`, as one string.
+fn details(report: &serde_json::Value, i: usize) -> String {
+    report["verdicts"][i]["details"].to_string()
+}
+
+fn scenario(report: &serde_json::Value, i: usize) -> String {
+    report["verdicts"][i]["scenario"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
 fn the_shipped_case_leaves_orphans_processing_forever() {
     let (code, pattern, report) = check(&[]);
-    assert_eq!(pattern, "FAIL PASS PASS");
+    assert_eq!(pattern, "FAIL PASS PASS FAIL FAIL PASS FAIL PASS");
     assert_eq!(code, 1);
-    let eventually = &report["verdicts"][0];
+    let eventually = &report["verdicts"][EVENTUALLY];
     assert_eq!(eventually["evidence"], "0 of 4 delivered");
     let kinds: Vec<&str> = eventually["timeline"]
         .as_array()
@@ -57,28 +100,46 @@ fn the_shipped_case_leaves_orphans_processing_forever() {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"crash"), "{kinds:?}");
+    // Generated scenarios: a row a dispatcher lost before the start is never
+    // handed back, and neither is one lost to a crash in `dispatch`.
+    assert!(
+        scenario(&report, AGREES).contains("by a lost dispatcher"),
+        "{report}"
+    );
+    assert!(
+        details(&report, SETTLED).contains("still PROCESSING once the service is idle"),
+        "{report}"
+    );
+    assert!(
+        scenario(&report, SURVIVES).contains("crash after dispatch commit"),
+        "{report}"
+    );
+    assert!(report["verdicts"][SURVIVES]["seed"].is_u64());
 }
 
 #[test]
 fn the_reference_solution_passes_everything() {
     let (code, pattern, report) = check(&["--solution"]);
-    assert_eq!(pattern, "PASS PASS PASS");
+    assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
-    // Two processes for each of the 9 races, 2 for each of the 4 crashes,
-    // and the poison row's 5: four lost on it, then one whose sweep fails it.
-    assert_eq!(report["processes"], 31);
     assert_eq!(
-        report["verdicts"][2]["evidence"],
+        report["verdicts"][LATE]["evidence"],
         "5 of 5 rows handed on, none changed by the late answer"
     );
+    // Without a reference to agree with, exploring judges survival (the
+    // fourth line) and the invariants, over the generated scenarios a case
+    // is checked on.
+    assert_eq!(report["verdicts"].as_array().unwrap().len(), 7);
+    let explored = report["verdicts"][3]["evidence"].as_str().unwrap();
+    assert!(explored.starts_with("4 scenarios, "), "{explored}");
 }
 
 #[test]
 fn without_a_fence_the_late_answer_undoes_the_delivery() {
     let (_, pattern, report) = check(&["--variant", "no-fence"]);
-    assert_eq!(pattern, "PASS PASS FAIL");
+    assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(
-        report["verdicts"][2]["evidence"],
+        report["verdicts"][LATE]["evidence"],
         "delivered, then left PENDING"
     );
 }
@@ -86,42 +147,44 @@ fn without_a_fence_the_late_answer_undoes_the_delivery() {
 #[test]
 fn a_fence_on_the_status_alone_lets_the_late_answer_in_mid_resend() {
     let (_, pattern, report) = check(&["--variant", "status-fence"]);
-    assert_eq!(pattern, "PASS PASS FAIL");
-    let scenario = report["verdicts"][2]["scenario"].as_str().unwrap();
+    assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS");
     assert!(
-        scenario.contains("while dispatcher 2 resends it"),
-        "{scenario}"
+        scenario(&report, LATE).contains("while dispatcher 2 resends it"),
+        "{report}"
     );
 }
 
 #[test]
 fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
     let (_, pattern, report) = check(&["--variant", "short-threshold"]);
-    assert_eq!(pattern, "PASS FAIL PASS");
-    assert_eq!(report["verdicts"][1]["evidence"], "1 live send swept");
+    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
 }
 
 #[test]
 fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
     let (_, pattern, report) = check(&["--variant", "sweep-resets-attempts"]);
-    assert_eq!(pattern, "FAIL PASS PASS");
+    assert_eq!(pattern, "FAIL PASS PASS PASS PASS PASS PASS FAIL");
     assert_eq!(
-        report["verdicts"][0]["evidence"],
+        report["verdicts"][EVENTUALLY]["evidence"],
         "8 dispatchers lost, still PROCESSING"
     );
+    // A fresh count also gives a row that lost an attempt chapter 5's first
+    // wait again after its third failure.
+    assert!(details(&report, NOT_EARLY).contains("came"), "{report}");
 }
 
 #[test]
 fn a_sweep_that_forgets_the_lost_attempt_loops_too() {
     let (_, pattern, _) = check(&["--variant", "sweep-forgets-attempt"]);
-    assert_eq!(pattern, "FAIL PASS PASS");
+    assert_eq!(pattern, "FAIL PASS PASS PASS PASS PASS PASS PASS");
 }
 
 #[test]
 fn a_threshold_of_three_minutes_sweeps_the_slow_send_near_five() {
     let (_, pattern, report) = check(&["--variant", "threshold-3min"]);
-    assert_eq!(pattern, "PASS FAIL PASS");
-    assert_eq!(report["verdicts"][1]["evidence"], "1 live send swept");
+    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
 }
 
 #[test]
@@ -129,19 +192,67 @@ fn a_threshold_of_four_minutes_sweeps_it_too() {
     // The chapter's slow send takes 4 min 50 s, and dispatcher 2's sweep
     // runs 10 s before it ends: any threshold under 4 min 40 s meets it.
     let (_, pattern, report) = check(&["--variant", "threshold-4min"]);
-    assert_eq!(pattern, "PASS FAIL PASS");
-    let scenario = report["verdicts"][1]["scenario"].as_str().unwrap();
-    assert!(scenario.contains("takes 4 min 50 s"), "{scenario}");
+    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    assert!(
+        scenario(&report, LIVE).contains("takes 4 min 50 s"),
+        "{report}"
+    );
 }
 
 #[test]
 fn a_sweep_of_every_row_not_sent_resends_a_dead_letter() {
     let (_, pattern, report) = check(&["--variant", "sweep-not-sent"]);
-    assert_eq!(pattern, "FAIL PASS PASS");
+    assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS");
     assert_eq!(
-        report["verdicts"][0]["evidence"],
+        report["verdicts"][EVENTUALLY]["evidence"],
         "a dead letter sent again"
     );
+}
+
+#[test]
+fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
+    // The chapter's own scenarios pass: only the generated ones, compared
+    // with the reference, show an address that always fails getting 3
+    // attempts instead of 4.
+    let (code, pattern, report) = check(&["--variant", "count-at-claim"]);
+    assert_eq!(pattern, "PASS PASS PASS FAIL PASS PASS PASS PASS");
+    assert_eq!(code, 1);
+    let agrees = details(&report, AGREES);
+    assert!(
+        agrees.contains(
+            "3 attempts: failed, failed, failed (the reference: never told, FAILED; 4 attempts"
+        ),
+        "{agrees}"
+    );
+}
+
+#[test]
+fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
+    let (_, pattern, report) = check(&["--variant", "fence-on-record-time"]);
+    assert_eq!(&pattern[..19], "PASS PASS PASS FAIL", "{pattern}");
+    assert!(scenario(&report, AGREES).contains("send takes"), "{report}");
+    assert!(
+        details(&report, AGREES).contains("told once, FAILED"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_sweep_that_skips_its_own_claims_strands_a_failed_wake_up() {
+    let (_, pattern, report) = check(&["--variant", "sweep-skips-own"]);
+    assert_eq!(pattern, "PASS PASS PASS PASS FAIL PASS FAIL PASS");
+    let fault = scenario(&report, SETTLED);
+    assert!(
+        fault.contains("dispatch commit") && fault.contains("fails"),
+        "{fault}"
+    );
+}
+
+#[test]
+fn a_sweep_that_sends_without_the_key_tells_someone_twice() {
+    let (_, pattern, report) = check(&["--variant", "sweep-sends-unkeyed"]);
+    assert_eq!(pattern, "PASS PASS PASS PASS FAIL FAIL PASS PASS");
+    assert!(details(&report, TOLD_ONCE).contains("2 times"), "{report}");
 }
 
 /// A report without its timings, which no verdict depends on.
@@ -161,9 +272,11 @@ fn without_timings(value: serde_json::Value) -> serde_json::Value {
 fn verdicts_are_the_same_on_every_run() {
     // The racing scenarios wait on what the world records, never on real
     // time, so even the process count stays the same: no race is replayed.
-    for args in [&[][..], &["--solution"], &["--variant", "no-fence"]] {
+    // The generated scenarios, their faults and their shrinking follow
+    // from their seeds.
+    for args in [&[][..], &["--variant", "sweep-skips-own"]] {
         let (_, _, first) = check(args);
-        let (_, _, second) = check(args);
+        let (_, second) = play(args);
         assert_eq!(
             without_timings(first),
             without_timings(second),
