@@ -811,17 +811,24 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     for &seed in &options.seeds {
         scenarios.extend(Batch::random(seed).scenarios(false));
     }
-    // Every scenario at once: the racing ones spend their time asleep.
-    let played: Vec<Played> = std::thread::scope(|scope| {
+    let reference = options.reference.as_ref().map(|r| r.patient(PATIENCE));
+    // Every scenario at once: the racing ones spend their time asleep, and
+    // exploring the generated scenarios keeps the cores busy meanwhile.
+    let (played, explored) = std::thread::scope(|scope| {
+        let exploring =
+            scope.spawn(|| explore(&Generated, "06", case, reference.as_ref(), options.budget));
         let running: Vec<_> = scenarios
             .iter()
             .map(|s| scope.spawn(move || play(case, s)))
             .collect();
-        running
+        let played = running
             .into_iter()
             .map(|h| h.join().expect("a scenario thread does not panic"))
-            .collect::<Result<Vec<_>>>()
-    })?;
+            .collect::<Result<Vec<Played>>>();
+        let explored = exploring.join().expect("exploring does not panic");
+        (played, explored)
+    });
+    let (played, explored) = (played?, explored?);
     let processes: usize = played.iter().map(|p| p.exits.len()).sum();
     let of = |what: What| played.iter().filter(move |p| p.scenario.what == what);
 
@@ -852,8 +859,6 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
                 .find_map(late),
         ),
     ];
-    let reference = options.reference.as_ref().map(|r| r.patient(PATIENCE));
-    let explored = explore(&Generated, "06", case, reference.as_ref(), options.budget)?;
     verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
@@ -1093,16 +1098,18 @@ fn late(played: &Played) -> Option<Finding> {
     })
 }
 
-/// Chapter 6's world for the explorer: chapter 5's world (up to ten people
-/// on either channel, each row's provider script drawn from everything
-/// chapter 5 speaks about, notices arriving over two minutes, sometimes a
-/// deploy), with the sweep running every minute beside the dispatcher, rows
-/// in backoff and dead letters while it runs, sometimes a provider whose
-/// sends take seconds of the service's time, sometimes an outage or a hang
-/// of a channel in the first five minutes, and sometimes rows a dispatcher
-/// lost before the scenario began: PROCESSING in the fixture, claimed up to
-/// 4 min 30 s before the start, which the sweep must hand back in a run
-/// without faults (so its commits are fault points too).
+/// Chapter 6's world for the explorer: chapter 5's world (one to ten people
+/// on either channel, mostly a few, each row's provider script drawn from
+/// everything chapter 5 speaks about, notices arriving over two minutes,
+/// sometimes a deploy), with the sweep running every minute beside the
+/// dispatcher, rows in backoff and dead letters while it runs, sometimes a
+/// provider whose sends take seconds of the service's time, sometimes an
+/// outage or a hang of a channel in the first five minutes, and sometimes
+/// rows a dispatcher lost before the scenario began: PROCESSING in the
+/// fixture, claimed up to 4 min 30 s before the start, which the sweep must
+/// hand back in a run without faults (so its commits are fault points
+/// too). The fixture writes them in the outbox's columns as the case ships
+/// them, `claimed_at` among them, which the chapter has the sweep read.
 ///
 /// From this chapter on a crash inside `dispatch` is survivable: the sweep
 /// hands its orphans on. So faults go after every commit of `publish`,
@@ -1114,15 +1121,16 @@ fn late(played: &Played) -> Option<Finding> {
 /// have one provider attempt fewer than without it. The generator keeps to
 /// rows that can spare one, or no case could end as it did without the
 /// fault: a provider that fails a row three times and then takes it would
-/// see it dead-lettered after a lost attempt, by the rules. So a row fails
-/// at most twice, and at most once on a channel with an outage or a hang
-/// (which lasts under 30 s, so it fails at most two of a row's attempts,
-/// and ends before 5:00, so it never meets a row the sweep handed back).
+/// see it dead-lettered after a lost attempt, by the rules. So a row's
+/// script fails it at most twice, and at most once on a channel with an
+/// outage or a hang (which lasts under 30 s, so it fails at most two of a
+/// row's attempts, both before its third, and ends before 5:00, so it
+/// never meets a row the sweep handed back).
 /// A lost row of the fixture has spent an attempt already; its `attempts`
 /// says how many it made before (0), as the reference counts them, and a
-/// correct case that counts an attempt when it claims reads one fewer. So
-/// lost rows keep to scripts whose ending does not depend on it: fine,
-/// failing once (never on a channel in trouble), or refused for good.
+/// correct case that counts an attempt when it claims reads one fewer
+/// spent. So lost rows keep to scripts whose ending does not depend on it:
+/// fine, failing once (never on a channel in trouble), or refused for good.
 ///
 /// Chapter 5's backoff still holds as the provider sees it: the sweep hands
 /// an orphan back due at once, but over 5 min after its claim, which came no
@@ -1267,12 +1275,12 @@ impl Workload {
                 })
             })
             .collect();
-        let slow = channels
-            .into_iter()
-            .filter_map(|channel| {
-                (rng.between(0, 2) == 0).then(|| (channel, rng.between(1, 3) as i64 * SECOND))
-            })
-            .collect();
+        let mut slow = Vec::new();
+        for channel in channels {
+            if rng.between(0, 2) == 0 {
+                slow.push((channel, rng.between(1, 3) as i64 * SECOND));
+            }
+        }
         // Mostly a few people, whom a failure shrinks to quickly; a batch
         // of up to ten one time in three.
         let count = match rng.between(0, 2) {
