@@ -27,7 +27,9 @@
 //! so no process waits for one that died.
 //! Seeded random batches vary the people, how many rows the killed
 //! dispatcher held, how long the slow send takes and how long the late one
-//! hangs.
+//! hangs. Beside them, the check explores generated scenarios under a crash
+//! or a failing commit in `publish`, `dispatch` and `sweep` (see
+//! [`Generated`]).
 
 use std::path::Path;
 use std::time::Duration;
