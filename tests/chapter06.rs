@@ -120,17 +120,21 @@ fn the_shipped_case_leaves_orphans_processing_forever() {
 #[test]
 fn the_reference_solution_passes_everything() {
     let (code, pattern, report) = check(&["--solution"]);
-    assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
     assert_eq!(
         report["verdicts"][LATE]["evidence"],
         "5 of 5 rows handed on, none changed by the late answer"
     );
-    // Without a reference to agree with, exploring judges survival (the
-    // fourth line) and the invariants, over the generated scenarios a case
-    // is checked on.
-    assert_eq!(report["verdicts"].as_array().unwrap().len(), 7);
-    let explored = report["verdicts"][3]["evidence"].as_str().unwrap();
+    // The reference is not compared with itself (its agreement line says
+    // so); exploring judges survival and the invariants over the generated
+    // scenarios a case is checked on.
+    assert_eq!(report["verdicts"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        report["verdicts"][3]["evidence"],
+        "this is the reference solution"
+    );
+    let explored = report["verdicts"][4]["evidence"].as_str().unwrap();
     assert!(explored.starts_with("4 scenarios, "), "{explored}");
 }
 
