@@ -731,7 +731,10 @@ fn judge_one<E: Explorer>(
                 .cloned();
             let mut chosen: Vec<Injected> = same.iter().cloned().collect();
             chosen.extend(sample(
-                points.into_iter().filter(|p| Some(p) != same.as_ref()).collect(),
+                points
+                    .into_iter()
+                    .filter(|p| Some(p) != same.as_ref())
+                    .collect(),
                 Some(*n),
                 seed,
             ));
