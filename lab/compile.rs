@@ -301,13 +301,16 @@ fn library(root: &Path) -> Result<Library> {
                 let Some(name) = msg["target"]["name"].as_str() else {
                     continue;
                 };
-                let rlib = msg["filenames"]
+                let files: Vec<&str> = msg["filenames"]
                     .as_array()
                     .into_iter()
                     .flatten()
                     .filter_map(Value::as_str)
-                    .find(|f| f.ends_with(".rlib"));
-                let Some(rlib) = rlib else { continue };
+                    .collect();
+                let Some(rlib) = in_deps(&files) else {
+                    continue;
+                };
+                let rlib = rlib.as_path();
                 if name == "lab" {
                     lab = Some(PathBuf::from(rlib));
                 }
@@ -344,6 +347,34 @@ fn library(root: &Path) -> Result<Library> {
         linked,
         stamp,
     })
+}
+
+/// The rlib of a compiled crate in `target/debug/deps/`, which cargo writes
+/// only when it rebuilds the crate. A library's copy in `target/debug/` is
+/// linked anew by every cargo build, fresh or not, and a linker reading it
+/// at that moment dies of a bus error: several notify processes at once
+/// would compile against a file another one's cargo is replacing.
+fn in_deps(files: &[&str]) -> Option<PathBuf> {
+    let in_deps: Vec<&str> = files
+        .iter()
+        .copied()
+        .filter(|f| Path::new(f).parent().is_some_and(|d| d.ends_with("deps")))
+        .collect();
+    if let Some(rlib) = in_deps.iter().find(|f| f.ends_with(".rlib")) {
+        return Some(PathBuf::from(rlib));
+    }
+    // The lab's own artifact names its rmeta in deps/ and its rlib above it.
+    in_deps
+        .iter()
+        .find_map(|f| f.strip_suffix(".rmeta"))
+        .map(|stem| PathBuf::from(format!("{stem}.rlib")))
+        .filter(|rlib| rlib.is_file())
+        .or_else(|| {
+            files
+                .iter()
+                .find(|f| f.ends_with(".rlib"))
+                .map(PathBuf::from)
+        })
 }
 
 /// The compiler cargo uses: the `rustc` beside cargo when notify runs under
