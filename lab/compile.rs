@@ -425,7 +425,13 @@ pub fn build_version(root: &Path, name: &str, source: &str) -> Result<Built> {
     if showing {
         eprint!("building {name}...\r");
     }
-    let output = dir.join(format!("{name}.{unique}"));
+    // rustc writes its object files beside its output, named after the
+    // crate: two builds of one version at once need folders of their own,
+    // or one truncates the objects the other's linker is reading.
+    let scratch = dir.join(format!("build-{unique}"));
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("could not create {}", scratch.display()))?;
+    let output = scratch.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let mut command = Command::new(rustc());
     command
         .args(["--edition", "2021", "--crate-type", "bin", "--crate-name"])
@@ -460,12 +466,14 @@ pub fn build_version(root: &Path, name: &str, source: &str) -> Result<Built> {
         eprint!("{}\r", " ".repeat(name.len() + 12));
     }
     if !out.status.success() {
-        let _ = std::fs::remove_file(&output);
+        let _ = std::fs::remove_dir_all(&scratch);
         return Ok(Built::DoesNotCompile(
             String::from_utf8_lossy(&out.stderr).into_owned(),
         ));
     }
-    std::fs::rename(&output, &exe)
-        .with_context(|| format!("could not move the built {name} to {}", exe.display()))?;
+    let moved = std::fs::rename(&output, &exe)
+        .with_context(|| format!("could not move the built {name} to {}", exe.display()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    moved?;
     Ok(Built::Ready(exe))
 }
