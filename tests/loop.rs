@@ -407,7 +407,7 @@ fn check_all_grades_every_chapter_in_order_and_records_progress() {
         .collect();
     assert_eq!(numbers, registered, "one row per chapter, in order");
     assert_eq!(rows[0]["verdict"], "pass", "{:#}", rows[0]);
-    assert_eq!(rows[0]["held"], 4);
+    assert_eq!(rows[0]["held"], 8);
     let expected = if rows.iter().any(|r| r["verdict"] == "error") {
         2
     } else if rows.iter().any(|r| r["verdict"] == "fail") {
@@ -522,20 +522,20 @@ fn watch_checks_again_on_every_save_even_by_rename() {
     let shipped = shop.read(CASE);
     let mut watch = Watch::start(&shop, &["watch", "1"]);
     let first = watch.verdict(FIRST_BUILD);
-    assert!(first.starts_with("2 of 4"), "{first}");
+    assert!(first.starts_with("4 of 8"), "{first}");
 
     // A save the way many editors do it: a new file renamed over the old one.
     let fresh: PathBuf = shop.path("cases/.case01_outbox.rs.swp");
     std::fs::write(&fresh, shop.read(SOLUTION)).unwrap();
     std::fs::rename(&fresh, shop.path(CASE)).unwrap();
     let second = watch.verdict(A_CHECK);
-    assert!(second.starts_with("4 of 4"), "{second}");
+    assert!(second.starts_with("8 of 8"), "{second}");
     watch.wait_for("the next step", A_CHECK, |l| l.contains("case 1 passes"));
 
     // A plain write in place.
     shop.write(CASE, &shipped);
     let third = watch.verdict(A_CHECK);
-    assert!(third.starts_with("2 of 4"), "{third}");
+    assert!(third.starts_with("4 of 8"), "{third}");
 
     // Keys arrive as lines when standard input is not a terminal.
     watch.send("h");
@@ -555,7 +555,7 @@ fn watch_manual_checks_again_on_enter_and_picks_the_first_chapter_to_do() {
     assert!(header.starts_with("case 1: "), "{header}");
     assert!(header.contains(CASE), "{header}");
     let first = watch.verdict(FIRST_BUILD);
-    assert!(first.starts_with("2 of 4"), "{first}");
+    assert!(first.starts_with("4 of 8"), "{first}");
     watch.wait_for("the keys", A_CHECK, |l| {
         l.contains("press Enter to check again")
     });
@@ -563,7 +563,7 @@ fn watch_manual_checks_again_on_enter_and_picks_the_first_chapter_to_do() {
     shop.write(CASE, &shop.read(SOLUTION));
     watch.send("");
     let second = watch.verdict(A_CHECK);
-    assert!(second.starts_with("4 of 4"), "{second}");
+    assert!(second.starts_with("8 of 8"), "{second}");
     watch.quit();
     assert_eq!(status(&shop), "passing");
 }
