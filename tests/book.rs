@@ -3,11 +3,8 @@
 //! that exists), SUMMARY.md lists every chapter, and each chapter's page
 //! links to its case file.
 
-#[path = "../checks/mod.rs"]
-#[allow(dead_code)]
-mod checks;
-
-mod common;
+use crate::checks;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

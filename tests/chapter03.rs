@@ -6,7 +6,7 @@
 //! a check that shares two cores with three others only gets slower, but
 //! slower is all these tests need to avoid.
 
-mod common;
+use crate::common;
 
 use std::sync::{Mutex, MutexGuard};
 

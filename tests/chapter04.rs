@@ -4,7 +4,7 @@
 //! figure with a decimal point is masked before comparing; no test asserts
 //! how long anything took.
 
-mod common;
+use crate::common;
 
 use common::{check_json, notify, pattern, stderr, stdout};
 

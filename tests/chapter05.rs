@@ -1,7 +1,7 @@
 //! Chapter 5 end to end: the story `run` tells, and the grading matrix of
 //! `check` over the shipped case, the reference and the catalogued wrong fixes.
 
-mod common;
+use crate::common;
 
 use common::{check_json, notify, pattern, stdout};
 

@@ -3,7 +3,7 @@
 //! fixes. Each check is played once for the whole file (the repeat test
 //! plays its own a second time).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

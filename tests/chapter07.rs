@@ -3,7 +3,7 @@
 //! fixes, and `try breaker`. Everything runs on simulated time, so every
 //! figure but the check's wall time is exact; no test asserts a timing.
 
-mod common;
+use crate::common;
 
 use common::{check_json, notify, pattern, stdout};
 

@@ -4,7 +4,7 @@
 //! wall time is exact; no test asserts a timing. Each check is played once
 //! per verdict asserted; the runs that check verdicts repeat play twice.
 
-mod common;
+use crate::common;
 
 use common::{check_json, notify, pattern, stdout};
 

@@ -1,6 +1,6 @@
 //! Bad input gets a clear message and exit code 2, and `notify` never panics.
 
-mod common;
+use crate::common;
 
 use common::{notify, notify_in, stderr, stdout};
 

@@ -2,7 +2,7 @@
 //! output: each ```console block whose command is `notify ...` is run, and
 //! its output compared with the text, decimals (timings) masked.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::PathBuf;

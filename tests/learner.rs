@@ -2,9 +2,8 @@
 //! compile, panic or hang. Runs in a copy so the repository's files and
 //! binaries are never touched.
 
-mod common;
-#[path = "common/workshop.rs"]
-mod workshop;
+use crate::common;
+use crate::workshop;
 
 use std::fs;
 use std::path::PathBuf;

@@ -2,13 +2,9 @@
 //! read and completions, each through the real binary. Tests that edit a
 //! case file or the progress file run in a copy of the workshop.
 
-#[path = "../checks/mod.rs"]
-#[allow(dead_code)]
-mod checks;
-
-mod common;
-#[path = "common/workshop.rs"]
-mod workshop;
+use crate::checks;
+use crate::common;
+use crate::workshop;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

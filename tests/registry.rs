@@ -3,11 +3,8 @@
 //! patch in the catalogue applies, and each case file is the one the registry
 //! fingerprints as shipped.
 
-#[path = "../checks/mod.rs"]
-#[allow(dead_code)]
-mod checks;
-
-mod common;
+use crate::checks;
+use crate::common;
 
 use lab::catalogue;
 use lab::chapter::fingerprint;
