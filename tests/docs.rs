@@ -6,6 +6,7 @@ use crate::common;
 
 use std::fs;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct Block {
     file: PathBuf,
@@ -98,22 +99,51 @@ fn console_blocks_match_the_real_output() {
             .any(|b| b.file.ends_with("01-send-after-commit.md")),
         "chapter 1 shows its console output"
     );
-    let mut wrong = Vec::new();
-    for block in &all {
-        let args: Vec<&str> = block.args.iter().map(String::as_str).collect();
-        let actual = common::stdout(&common::notify(&args));
-        if mask(&actual) != mask(&block.expected) {
-            wrong.push(format!(
-                "{}:{} `notify {}`\n--- the text says\n{}--- the program prints\n{}",
-                block.file.display(),
-                block.line,
-                args.join(" "),
-                block.expected,
-                actual
-            ));
-        }
-    }
+    // The blocks are independent runs: play them on every core, in the
+    // order of the files, and report the wrong ones in that order.
+    let next = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut wrong: Vec<(usize, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut wrong = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(block) = all.get(i) else {
+                            return wrong;
+                        };
+                        if let Some(report) = compare(block) {
+                            wrong.push((i, report));
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    wrong.sort();
+    let wrong: Vec<String> = wrong.into_iter().map(|(_, report)| report).collect();
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// Runs a block's command; what differs from the text, if anything.
+fn compare(block: &Block) -> Option<String> {
+    let args: Vec<&str> = block.args.iter().map(String::as_str).collect();
+    let actual = common::stdout(&common::notify(&args));
+    (mask(&actual) != mask(&block.expected)).then(|| {
+        format!(
+            "{}:{} `notify {}`\n--- the text says\n{}--- the program prints\n{}",
+            block.file.display(),
+            block.line,
+            args.join(" "),
+            block.expected,
+            actual
+        )
+    })
 }
 
 #[test]
