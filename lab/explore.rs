@@ -853,7 +853,12 @@ pub fn explore<E: Explorer>(
             .iter()
             .find(|j| j.breaches.iter().any(|b| b.rule == rule));
         let Some(first) = first else {
-            verdicts.push(Verdict::pass(rule.property(), evidence.clone()));
+            // Agreement is judged on the plays without faults only.
+            let evidence = match rule {
+                Rule::Agrees => format!("{} scenarios, without faults", coverage.scenarios),
+                _ => evidence.clone(),
+            };
+            verdicts.push(Verdict::pass(rule.property(), evidence));
             continue;
         };
         let (shrunk, tried) = shrink(
