@@ -295,9 +295,10 @@ impl Scenario {
     /// Bounces and hiccups on a channel that works: the push provider is
     /// down from 0:00 to 4:00 with three pushes waiting. At 0:30 twelve
     /// people are emailed, the first six at addresses that do not exist,
-    /// which the email provider refuses for good. At 2:00 six of them and
-    /// three more are emailed; the three newcomers' first sends fail once,
-    /// one after another.
+    /// which the email provider refuses for good. At 1:50 the other six are
+    /// emailed again, and at 2:00 three more, whose first sends fail once:
+    /// three failures among nine sends in a minute, in whatever order a
+    /// dispatcher sends a batch (the rules leave that free).
     fn bounces() -> Scenario {
         let emails: Vec<Person> = NAMES[..15]
             .iter()
@@ -311,7 +312,8 @@ impl Scenario {
         let mut s = Scenario::new(None, "bounces and hiccups".into(), people, "push");
         s.publish(0, &pushes.iter().collect::<Vec<_>>());
         s.publish(30 * SECOND, &emails[..12].iter().collect::<Vec<_>>());
-        s.publish(2 * MINUTE, &emails[6..].iter().collect::<Vec<_>>());
+        s.publish(110 * SECOND, &emails[6..12].iter().collect::<Vec<_>>());
+        s.publish(2 * MINUTE, &emails[12..].iter().collect::<Vec<_>>());
         s.rejected = emails[..6].iter().map(Person::recipient).collect();
         s.flaky = emails[12..].iter().map(|p| (p.recipient(), 1)).collect();
         s.outages = vec![(0, 4 * MINUTE)];
@@ -759,21 +761,6 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         judge(HEALTHY, &outages, healthy),
         judge(LONE, &[quiet], lone),
     ];
-    if let Ok(dir) = std::env::var("NOTIFY7_DUMP") {
-        for seed in options.budget.first_seed..options.budget.first_seed + options.budget.scenarios
-        {
-            let world = World::generate(seed);
-            let d = Path::new(&dir).join(seed.to_string());
-            std::fs::create_dir_all(&d)?;
-            for plan in world.plans(&d) {
-                plan.save()?;
-            }
-            std::fs::write(
-                d.join("world.txt"),
-                format!("{}\nend {}\n", Generated.describe(&world), clock(world.end)),
-            )?;
-        }
-    }
     let reference = options.reference.as_ref().map(|r| r.patient(PATIENCE));
     let explored = explore(
         &Generated,
@@ -1417,9 +1404,12 @@ impl World {
                 }],
             });
         }
-        // Flaky and dead addresses are told one thing each, in a crowd: in
-        // a backlog as their provider goes down, or in a burst of their own
-        // in a quiet stretch, among at least six people whose sends work.
+        // Flaky and dead addresses are told one thing each: last of all
+        // while their provider is in trouble, or in a crowd: in a backlog
+        // as their provider goes down, or in a burst of their own
+        // among at least six people whose sends work, in a quiet stretch or
+        // once their provider's troubles have settled, where all four of a
+        // dead address's attempts show chapter 5's backoff.
         for who in 0..world.people.len() {
             let p = world.people[who].clone();
             if !p.script.special() {
@@ -1431,7 +1421,22 @@ impl World {
                     s.trouble.as_ref().is_some_and(|t| t.channel == p.channel)
                 })
                 .collect();
-            if !backlogs.is_empty() && rng.between(0, 2) > 0 {
+            let choice = rng.between(0, 3);
+            if !backlogs.is_empty() && choice == 3 {
+                // The last to land while its provider is in trouble: the
+                // newest row when the trouble ends, and the one a breaker
+                // that always probes the newest row would try for ever.
+                let i = *rng.pick(&backlogs);
+                let last = world.stretches[i].told.iter().map(|t| t.at).max();
+                let at = last.unwrap_or_default();
+                world.stretches[i].told.push(Told {
+                    at,
+                    who,
+                    text: text(),
+                });
+                continue;
+            }
+            if !backlogs.is_empty() && choice == 0 {
                 let i = *rng.pick(&backlogs);
                 let at = world.stretches[i].trouble.as_ref().map_or(0, |t| t.from);
                 let told = Told {
@@ -1439,21 +1444,35 @@ impl World {
                     who,
                     text: text(),
                 };
-                // Somewhere in the backlog, which lands in this order.
-                let backlog = world.stretches[i]
-                    .told
-                    .iter()
-                    .filter(|t| t.at == at)
-                    .count();
-                let place = rng.between(0, backlog as u64) as usize;
+                // Sixth in the backlog, which lands in this order: the first
+                // row a breaker that opens on five failures holds back, and
+                // so the first it probes.
+                let place = world.stretches[i].told.len().min(5);
                 world.stretches[i].told.insert(place, told);
                 continue;
             }
-            // Early enough that its retries, even after a crash, do not
-            // make the scenario longer.
+            // Once the last trouble of its channel has settled; or early
+            // enough that its retries, even after a crash, do not make the
+            // scenario longer.
+            let settled = placed
+                .iter()
+                .filter(|t| t.channel == p.channel)
+                .map(|t| t.to + SETTLING)
+                .max();
+            let clear = |at: i64| {
+                placed.iter().filter(|t| t.channel == p.channel).all(|t| {
+                    at >= t.to + SETTLING || at + RETRIED_FOR + QUIET_BEFORE < t.from
+                })
+            };
             let latest = (horizon - 4 * MINUTE).max(MINUTE);
-            let Some(at) = quiet(&mut rng, p.channel, true, latest) else {
-                continue;
+            let early = (0..10)
+                .map(|_| rng.between(0, (latest / SECOND) as u64) as i64 * SECOND)
+                .find(|&at| clear(at));
+            let at = match (settled, early) {
+                (Some(after), _) if choice == 1 => after + rng.between(0, 60) as i64 * SECOND,
+                (_, Some(at)) => at,
+                (Some(after), None) => after + rng.between(0, 60) as i64 * SECOND,
+                (None, None) => continue,
             };
             let pool = crowd(&world, p.channel, world.unsettled(p.channel, at));
             let mut told: Vec<Told> = (0..rng.between(6, 8))
@@ -1687,7 +1706,8 @@ impl Explorer for Generated {
     /// start of a trouble until 2 minutes after its end, which row probes
     /// and when the backlog drains are the breaker's choice): each answer
     /// and the backoff gap before it, as chapter 5 fixes them. A row that
-    /// lands in a trouble, or is tried during one, shows no such attempts.
+    /// lands in a trouble shows no such attempts, and one tried during a
+    /// trouble only those before it.
     fn observe(&self, world: &World, run: &Run) -> Result<Observation> {
         let rows = read_left(run.dir)?;
         let fates = world
@@ -1710,14 +1730,18 @@ impl Explorer for Generated {
                     .find(|r| r.0 == p.channel && r.1 == recipient && r.2 == told.text)
                     .map(|r| r.3.status.clone())
                     .unwrap_or_else(|| "not in the outbox".to_string());
-                let troubled = world.unsettled(p.channel, told.at)
-                    || attempts.iter().any(|d| world.unsettled(p.channel, d.at_ms));
-                let detail = if troubled {
+                // The attempts before the breaker has any say: none for a
+                // row that lands in a trouble, and those before the first
+                // that comes in one for the others.
+                let untroubled = attempts
+                    .iter()
+                    .take_while(|d| !world.unsettled(p.channel, d.at_ms));
+                let detail = if world.unsettled(p.channel, told.at) {
                     String::new()
                 } else {
                     let mut said = Vec::new();
                     let mut before: Option<i64> = None;
-                    for d in &attempts {
+                    for d in untroubled {
                         let answer = match d.outcome {
                             Outcome::Delivered => "sent",
                             Outcome::Deduplicated => "repeat",
