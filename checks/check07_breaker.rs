@@ -1460,9 +1460,10 @@ impl World {
                 .map(|t| t.to + SETTLING)
                 .max();
             let clear = |at: i64| {
-                placed.iter().filter(|t| t.channel == p.channel).all(|t| {
-                    at >= t.to + SETTLING || at + RETRIED_FOR + QUIET_BEFORE < t.from
-                })
+                placed
+                    .iter()
+                    .filter(|t| t.channel == p.channel)
+                    .all(|t| at >= t.to + SETTLING || at + RETRIED_FOR + QUIET_BEFORE < t.from)
             };
             let latest = (horizon - 4 * MINUTE).max(MINUTE);
             let early = (0..10)
