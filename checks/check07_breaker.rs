@@ -62,8 +62,10 @@ const EDGE_SLACK: usize = 10;
 /// A notification on the working channel must go out this soon.
 const HEALTHY_WITHIN: i64 = 10 * SECOND;
 /// A lone failure's retry must come this soon: its 5 s wait and a wake-up,
-/// well short of a breaker's 30 s.
+/// well short of a breaker's 30 s; and no sooner than its 5 s wait
+/// (chapter 5's backoff).
 const RETRY_WITHIN: i64 = 10 * SECOND;
+const RETRY_AFTER: i64 = 5 * SECOND;
 
 /// Who did what: the notifications' texts are built from these, so every
 /// text a person gets in a batch is different.
@@ -1010,7 +1012,7 @@ fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
             _ => None,
         };
         match gap {
-            Some(g) if g <= RETRY_WITHIN => gaps.push(g),
+            Some(g) if (RETRY_AFTER..=RETRY_WITHIN).contains(&g) => gaps.push(g),
             _ => {
                 let what = match (gap, times.first()) {
                     (Some(g), Some(&first)) => format!(
