@@ -7,8 +7,10 @@
 //! PENDING with their attempts untouched. After 30 s it lets exactly one
 //! row through as a probe: if the provider answers, the breaker closes and
 //! the backlog drains; if not, it stays open another 30 s. A probe tests the
-//! provider, not the row, so a failed probe goes back to the queue as it
-//! was. The other channel never notices.
+//! provider, not the row, so a failed probe goes back to the queue without
+//! spending an attempt, behind the rows that have waited longer: the next
+//! probe tries another row, and an address that fails on its own cannot
+//! hold the channel shut. The other channel never notices.
 
 use std::collections::VecDeque;
 
@@ -231,8 +233,9 @@ pub fn dispatch(
         let failed = sent.as_ref().is_err_and(|err| !err.is_permanent());
         breaker.record(now, failed);
         if gate == Gate::Probe && failed {
-            // The provider is still down. That is no fault of this row.
-            release(db, &row)?;
+            // The provider is still down. That is no fault of this row; but
+            // the next probe should be another row, in case it is.
+            requeue(db, &row, now)?;
             continue;
         }
         record(db, &row, sent, now)?;
@@ -284,6 +287,20 @@ fn release(db: &mut Db, row: &Claimed) -> Result<()> {
               WHERE {OURS}"
         ),
         (row.id, dispatcher(), row.claimed_at),
+    )?;
+    Ok(())
+}
+
+/// Hands a failed probe's row back without charging it an attempt: PENDING
+/// and due, but behind every row that has waited longer.
+fn requeue(db: &mut Db, row: &Claimed, now: i64) -> Result<()> {
+    db.execute(
+        &format!(
+            "UPDATE outbox SET status = 'PENDING', next_attempt_at = ?4,
+                               claimed_by = NULL, claimed_at = NULL
+              WHERE {OURS}"
+        ),
+        (row.id, dispatcher(), row.claimed_at, now),
     )?;
     Ok(())
 }
