@@ -58,6 +58,11 @@ pub struct ProviderScript {
     /// (recipient, n): the first n attempts to this recipient fail, then it works.
     #[serde(default)]
     pub flaky: Vec<(String, u32)>,
+    /// (recipient, n, seconds): the first n attempts to this recipient are
+    /// refused with a 429 (too many requests) and `Retry-After: seconds`,
+    /// then it works. Nothing is sent by a refused attempt.
+    #[serde(default)]
+    pub rate_limited: Vec<(String, u32, i64)>,
     /// Recipients whose every attempt fails (the provider answers 5xx).
     #[serde(default)]
     pub unreachable: Vec<String>,
