@@ -464,6 +464,7 @@ impl Scenario {
             provider: script("email"),
             push: script("push"),
             seed: self.seed.unwrap_or(0),
+            ..Plan::default()
         }
     }
 

@@ -134,8 +134,12 @@ impl Provider {
         if wait > 0 {
             std::thread::sleep(Duration::from_millis(wait));
         }
-        if !self.script.hold_until_any.is_empty() {
-            self.hold(to)?;
+        let held = match self.script.hold_each.iter().find(|(r, _)| r == to) {
+            Some((_, moments)) => moments,
+            None => &self.script.hold_until_any,
+        };
+        if !held.is_empty() {
+            self.hold(to, held)?;
         }
 
         let mut rec = lock(&self.recorder);
@@ -227,8 +231,7 @@ impl Provider {
     /// the world every 2 ms and holding the lock only for each look. If none
     /// happens within the hold's limit, the process stops with a lab error:
     /// a send must never wait for ever on a process that will not come.
-    fn hold(&self, to: &str) -> Result<(), SendError> {
-        let moments = &self.script.hold_until_any;
+    fn hold(&self, to: &str, moments: &[Moment]) -> Result<(), SendError> {
         let limit = match self.script.hold_limit_ms {
             0 => HOLD_LIMIT_MS,
             ms => ms,
