@@ -122,7 +122,8 @@ impl Provider {
     }
 
     fn deliver(&self, to: &str, body: &str, key: Option<&str>) -> Result<(), SendError> {
-        if self.script.announce {
+        let own_hold = self.script.hold_each.iter().find(|(r, _)| r == to);
+        if self.script.announce || own_hold.is_some() {
             lock(&self.recorder).record_sending()?;
         }
         // The provider's latency is real time, spent outside every lock.
@@ -134,7 +135,7 @@ impl Provider {
         if wait > 0 {
             std::thread::sleep(Duration::from_millis(wait));
         }
-        let held = match self.script.hold_each.iter().find(|(r, _)| r == to) {
+        let held = match own_hold {
             Some((_, moments)) => moments,
             None => &self.script.hold_until_any,
         };

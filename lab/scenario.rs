@@ -105,7 +105,8 @@ pub struct ProviderScript {
     pub hold_until_any: Vec<Moment>,
     /// (recipient, moments): a send to this recipient answers only once one
     /// of these moments has happened, instead of the script's
-    /// [`ProviderScript::hold_until_any`]. Lines up the sends of one batch.
+    /// [`ProviderScript::hold_until_any`], and is announced
+    /// ([`Moment::Sending`]) whatever [`ProviderScript::announce`] says.
     #[serde(default)]
     pub hold_each: Vec<(String, Vec<Moment>)>,
     /// How long, in real milliseconds, a send waits for
