@@ -120,9 +120,10 @@ pub fn dispatch(db: &mut Db, providers: &Providers, clock: &Clock) -> Result<()>
     Ok(())
 }
 
-/// This process's name in `claimed_by`.
+/// This process's name in `claimed_by`: the host it runs on, as a
+/// container platform names it (a pod's name, kept across restarts).
 fn dispatcher() -> String {
-    format!("dispatcher-{}", std::process::id())
+    std::env::var("HOSTNAME").unwrap_or_else(|_| format!("dispatcher-{}", std::process::id()))
 }
 
 /// Claims up to a batch of due rows, oldest due first.
@@ -167,7 +168,13 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
                     SET status = 'PENDING', attempts = ?3, next_attempt_at = ?4,
                         last_error = ?5, claimed_by = NULL, claimed_at = NULL
                   WHERE id = ?1 AND claimed_by = ?2",
-                (row.id, dispatcher(), attempts, now + wait, err.to_string()),
+                (
+                    row.id,
+                    dispatcher(),
+                    attempts,
+                    now + later(*wait, &err),
+                    err.to_string(),
+                ),
             )?,
             // Refused for good, or out of attempts: the dead letter.
             _ => db.execute(
@@ -178,6 +185,13 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
         },
     };
     Ok(())
+}
+
+/// How long a failed row waits: its gap, unless the provider asked for
+/// longer. A 429 (too many requests) is a 4xx, yet transient, and its
+/// `Retry-After` says when a new request is welcome: never sooner.
+fn later(gap: i64, err: &SendError) -> i64 {
+    gap.max(err.retry_after_ms().unwrap_or(0))
 }
 
 /// Runs every minute: reports rows that have been PROCESSING for longer than

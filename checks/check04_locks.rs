@@ -1,4 +1,4 @@
-//! Check 04: hold locks for microseconds.
+//! Check 04: hold locks for a commit, not a send.
 //!
 //! Earlier invites have left emails waiting in the outbox. A relay process
 //! starts sending them through a slow provider (a real sleep per send), and
@@ -26,7 +26,7 @@ use lab::{Invite, Worker};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 4,
-    title: "hold locks for microseconds",
+    title: "hold locks for a commit, not a send",
     case_file: "cases/case04_locks.rs",
     text_file: "chapters/04-hold-locks-briefly.md",
     bin: "case04",

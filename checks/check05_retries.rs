@@ -42,7 +42,7 @@ const DELIVERED: &str = "a row that fails once or twice is still delivered";
 const DEAD: &str =
     "an address that always fails gets 4 attempts, 5 s, 30 s and 5 min apart, then FAILED with its error";
 const REJECTED: &str = "a permanent rejection gets 1 attempt, then FAILED with its error";
-const BACKOFF: &str = "no attempt comes sooner than its backoff";
+const BACKOFF: &str = "no attempt comes sooner than its backoff, or a 429's Retry-After";
 
 /// The gaps the chapter asks for: after the first attempt fails, the next
 /// one comes 5 s later, then 30 s, then 5 min. Four attempts in all.
@@ -70,7 +70,13 @@ enum Script {
     Unanswered,
     /// Refused for good: a 422.
     Rejected,
+    /// The first n attempts get a 429 (too many requests) with
+    /// `Retry-After: 60`, then it works.
+    RateLimited(u32),
 }
+
+/// The seconds a 429 of the lab's provider asks the caller to wait.
+const RETRY_AFTER_S: i64 = 60;
 
 /// Someone the batch tells something, on the channel they chose.
 #[derive(Clone, Debug, Serialize)]
@@ -146,9 +152,10 @@ fn person(name: &str, channel: &'static str, script: Script) -> Person {
 }
 
 impl Batch {
-    /// The chapter's batch: the book club picked a date and six members are
-    /// told. dana's email and hal's push fail once, eli's email twice; fay's
-    /// mail server is down for good; gus's address does not exist.
+    /// The chapter's batch: the book club picked a date and seven members
+    /// are told. dana's email and hal's push fail once, eli's email twice;
+    /// fay's mail server is down for good; gus's address does not exist;
+    /// jon's email is rate limited twice, each time with `Retry-After: 60`.
     fn chapter() -> Batch {
         Batch {
             seed: None,
@@ -159,6 +166,7 @@ impl Batch {
                 person("gus", "email", Script::Rejected),
                 person("hal", "push", Script::Flaky(1)),
                 person("ivy", "push", Script::Healthy),
+                person("jon", "email", Script::RateLimited(2)),
             ],
             restart_at: None,
             end: END,
@@ -182,6 +190,7 @@ impl Batch {
                 let script = match i {
                     0 => Script::Dead,
                     1 => Script::Rejected,
+                    2 if rng.between(0, 1) == 0 => Script::RateLimited(rng.between(1, 2) as u32),
                     i if i < 2 + flaky => Script::Flaky(rng.between(1, 2) as u32),
                     _ => Script::Healthy,
                 };
@@ -254,9 +263,12 @@ impl Batch {
 
     /// People whose row the provider takes in the end.
     fn deliverable(&self) -> impl Iterator<Item = &Person> {
-        self.people
-            .iter()
-            .filter(|p| matches!(p.script, Script::Healthy | Script::Flaky(_)))
+        self.people.iter().filter(|p| {
+            matches!(
+                p.script,
+                Script::Healthy | Script::Flaky(_) | Script::RateLimited(_)
+            )
+        })
     }
 
     fn provider(&self, channel: &str) -> ProviderScript {
@@ -271,6 +283,12 @@ impl Batch {
             flaky: people()
                 .filter_map(|p| match p.script {
                     Script::Flaky(n) => Some((p.recipient(), n)),
+                    _ => None,
+                })
+                .collect(),
+            rate_limited: people()
+                .filter_map(|p| match p.script {
+                    Script::RateLimited(n) => Some((p.recipient(), n, RETRY_AFTER_S)),
                     _ => None,
                 })
                 .collect(),
@@ -460,6 +478,7 @@ impl Played {
                     Outcome::Delivered => "sent",
                     Outcome::Deduplicated => "repeat",
                     Outcome::Failed if p.script == Script::Unanswered => "timeout",
+                    Outcome::Failed if matches!(p.script, Script::RateLimited(_)) => "429",
                     Outcome::Failed => "503",
                     Outcome::Rejected => "422",
                 };
@@ -528,7 +547,8 @@ fn run(case: &Case) -> Result<String> {
     let mut out = format!(
         "{} people are told \"{}\"\n\
          the provider fails dana's email and hal's push once and eli's email twice,\n\
-         fay's mail server is down for good, and gus's address does not exist\n\
+         fay's mail server is down for good, gus's address does not exist,\n\
+         and jon's email is rate limited twice (a 429, Retry-After: 60)\n\
          the dispatcher wakes every 2 s, for {} minutes of simulated time\n\n",
         batch.people.len(),
         batch.people[0].text,
@@ -576,6 +596,11 @@ fn run(case: &Case) -> Result<String> {
         .filter_map(|p| match p.script {
             Script::Flaky(n) if played.sent(p) == 0 => Some(format!(
                 "{} failed {}",
+                p.recipient(),
+                if n == 1 { "once" } else { "twice" }
+            )),
+            Script::RateLimited(n) if played.sent(p) == 0 => Some(format!(
+                "{} was rate limited {}",
                 p.recipient(),
                 if n == 1 { "once" } else { "twice" }
             )),
@@ -716,6 +741,8 @@ fn delivered(played: &Played) -> Option<Finding> {
         let what = match p.script {
             Script::Flaky(1) => "fails once, then works",
             Script::Flaky(_) => "fails twice, then works",
+            Script::RateLimited(1) => "is rate limited once (429, Retry-After: 60), then works",
+            Script::RateLimited(_) => "is rate limited twice (429, Retry-After: 60), then works",
             _ if played.batch.fault.is_some() => "its first send got no answer",
             _ => "the provider takes it",
         };
@@ -880,15 +907,26 @@ fn early(played: &[Played]) -> Option<Finding> {
             let mut soon = Vec::new();
             for (k, pair) in attempts.windows(2).enumerate() {
                 total += 1;
-                let wanted = RETRY_GAPS[k.min(RETRY_GAPS.len() - 1)];
+                let backoff = RETRY_GAPS[k.min(RETRY_GAPS.len() - 1)];
+                // A 429 says when to come back; the backoff still applies
+                // when it is the longer wait.
+                let asked = match p.script {
+                    Script::RateLimited(n) if (k as u32) < n => RETRY_AFTER_S * SECOND,
+                    _ => 0,
+                };
+                let wanted = backoff.max(asked);
                 let took = pair[1].0 - pair[0].0;
                 if took < wanted {
                     early += 1;
+                    let why = if asked > backoff {
+                        format!("{}, as the 429's Retry-After asked", gap(wanted))
+                    } else {
+                        gap(wanted)
+                    };
                     soon.push(format!(
-                        "attempt {} came {} after the one before, not {}.",
+                        "attempt {} came {} after the one before, not {why}.",
                         k + 2,
                         gap(took),
-                        gap(wanted)
                     ));
                 }
             }
@@ -936,11 +974,12 @@ impl Batch {
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let script = match rng.between(0, 9) {
+                let script = match rng.between(0, 10) {
                     0..=3 => Script::Healthy,
                     4 | 5 => Script::Flaky(rng.between(1, 3) as u32),
                     6 => Script::Dead,
                     7 => Script::Rejected,
+                    8 => Script::RateLimited(rng.between(1, 2) as u32),
                     _ => Script::Unanswered,
                 };
                 let channel = if rng.between(0, 2) == 0 {
@@ -1012,12 +1051,13 @@ impl Explorer for Generated {
             .iter()
             .map(|p| {
                 let recipient = p.recipient();
-                let attempts: Vec<Outcome> = run
+                let timed: Vec<(i64, Outcome)> = run
                     .history
                     .attempts(p.channel)
                     .filter(|d| d.recipient == recipient)
-                    .map(|d| d.outcome)
+                    .map(|d| (d.at_ms, d.outcome))
                     .collect();
+                let attempts: Vec<Outcome> = timed.iter().map(|a| a.1).collect();
                 let told = attempts
                     .iter()
                     .filter(|o| **o == Outcome::Delivered)
@@ -1036,12 +1076,27 @@ impl Explorer for Generated {
                         Outcome::Rejected => "refused",
                     })
                     .collect();
-                let detail = format!(
+                let mut detail = format!(
                     "{} {}: {}",
                     answers.len(),
                     plural(answers.len(), "attempt"),
                     answers.join(", ")
                 );
+                if let Script::RateLimited(n) = p.script {
+                    // A retry sooner than the 429's Retry-After is a
+                    // difference from the reference, whatever else agrees.
+                    let soon = timed
+                        .windows(2)
+                        .take(n as usize)
+                        .filter(|pair| pair[1].0 - pair[0].0 < RETRY_AFTER_S * SECOND)
+                        .count();
+                    if soon > 0 {
+                        detail.push_str(&format!(
+                            "; {soon} {} sooner than the 429's Retry-After: {RETRY_AFTER_S}",
+                            plural(soon, "retry")
+                        ));
+                    }
+                }
                 (
                     p.label(),
                     Fate {
@@ -1097,6 +1152,7 @@ impl Explorer for Generated {
                     Script::Dead => "always 503".to_string(),
                     Script::Unanswered => "never answers".to_string(),
                     Script::Rejected => "refused".to_string(),
+                    Script::RateLimited(n) => format!("429 {n}x"),
                 };
                 format!("{} {script} at {}", p.label(), clock(p.at))
             })

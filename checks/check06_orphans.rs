@@ -53,7 +53,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case06_orphans.rs",
     text_file: "chapters/06-orphans.md",
     bin: "case06",
-    shipped_hash: 0xd087_8db6_cda7_5c47,
+    shipped_hash: 0x23f1_82a8_5bcb_564e,
     run,
     check,
 };
@@ -166,7 +166,20 @@ enum What {
     LateAfter,
     /// The same, but the 503 comes back while the second one is still sending.
     LateDuring,
+    /// The first dispatcher claims a batch and sends it row by row, each
+    /// send well under the threshold, the whole batch over it; the second
+    /// one's sweep must leave every row alone.
+    LongBatch,
 }
+
+/// How long each send of the long batch takes: the chapter's four rows take
+/// 6 min 40 s in all, and the sweep at 6:00 meets the last one mid-send.
+const BATCH_SEND: i64 = 100 * SECOND;
+
+/// The host name both dispatchers share when the second one is the first
+/// one restarted under its name (a pod rescheduled while the old one, cut
+/// off, still runs).
+const SHARED_HOST: &str = "dispatcher-0";
 
 /// One scenario of one batch.
 #[derive(Clone, Debug)]
@@ -180,8 +193,12 @@ struct Scenario {
     /// before the poison row kills it.
     refused: Option<Person>,
     /// Slow: how long the send takes. Late: how long the second process
-    /// runs while the first one's send hangs.
+    /// runs while the first one's send hangs. Long batch: how long the
+    /// whole batch takes.
     span: i64,
+    /// Both dispatchers run under one host name, so one name in
+    /// `claimed_by`: the restarted one took the name of the one that hangs.
+    same_host: bool,
 }
 
 /// The chapter's people and numbers, or a batch drawn from a seed.
@@ -256,6 +273,7 @@ impl Batch {
             people,
             refused: None,
             span,
+            same_host: false,
         };
         let mut scenarios = vec![
             scenario(What::Crash, self.people.clone(), AFTER_CRASH),
@@ -263,6 +281,16 @@ impl Batch {
             scenario(What::LateAfter, one(), self.late),
         ];
         if all {
+            scenarios.push(Scenario {
+                same_host: true,
+                ..scenario(What::LateAfter, one(), self.late)
+            });
+            let rows = self.people.len() as i64;
+            scenarios.push(scenario(
+                What::LongBatch,
+                self.people.clone(),
+                rows * BATCH_SEND,
+            ));
             scenarios.push(scenario(What::LateDuring, one(), RESEND_RUN));
             let mut poison = scenario(What::Poison, one(), POISON_RUN);
             poison.refused = self.people.get(1).cloned();
@@ -303,9 +331,20 @@ impl Scenario {
                 "dispatcher 1's send to {who} takes {} while dispatcher 2 runs",
                 span(self.span)
             ),
+            What::LateAfter if self.same_host => format!(
+                "dispatcher 1's send to {who} hangs for {}, then fails; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}",
+                span(self.span)
+            ),
             What::LateAfter => format!(
                 "dispatcher 1's send to {who} hangs for {}, then fails",
                 span(self.span)
+            ),
+            What::LongBatch => format!(
+                "dispatcher 1 claims {} rows at 0:00 and sends them one by one, {} or more each; dispatcher 2 runs beside its last send, from {} to {}",
+                self.people.len(),
+                span(BATCH_SEND),
+                clock(self.span - BATCH_SEND),
+                clock(self.span)
             ),
             What::LateDuring => format!(
                 "dispatcher 1's send to {who} hangs, then fails while dispatcher 2 resends it"
@@ -530,7 +569,9 @@ fn read_outbox(dir: &Path) -> Result<Vec<(String, Left)>> {
 fn play(case: &Case, scenario: &Scenario) -> Result<Played> {
     match scenario.what {
         What::Crash | What::Poison => play_restarts(case, scenario),
-        What::Slow | What::LateAfter | What::LateDuring => play_race(case, scenario),
+        What::Slow | What::LateAfter | What::LateDuring | What::LongBatch => {
+            play_race(case, scenario)
+        }
     }
 }
 
@@ -641,6 +682,23 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         hold_limit_ms,
         ..ProviderScript::default()
     };
+    let slow = if scenario.what == What::LongBatch {
+        // Every send takes 100 s of the service's time. The last row's send
+        // is the one dispatcher 2 starts on: it is announced, and answers
+        // once dispatcher 2 has run its schedule, sweeps included.
+        let last = scenario.people.last().map(Person::recipient);
+        ProviderScript {
+            sim_latency_ms: BATCH_SEND,
+            hold_each: last
+                .into_iter()
+                .map(|r| (r, vec![Moment::Ended(SECOND_RELAY)]))
+                .collect(),
+            hold_limit_ms,
+            ..ProviderScript::default()
+        }
+    } else {
+        slow
+    };
     first.provider = slow.clone();
     first.push = slow;
     let mut second = scenario.plan(
@@ -659,9 +717,16 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
                 steps.push(schedule(scenario.span));
                 steps
             }
+            // From the last row's send (at 5:00) to the end of its turn:
+            // the sweep runs at once and a minute later.
+            What::LongBatch => vec![schedule(scenario.span)],
             _ => vec![sweeps_only(ORPHANED_AFTER), schedule(scenario.span)],
         },
     );
+    if scenario.same_host {
+        first.host = Some(SHARED_HOST.to_string());
+        second.host = Some(SHARED_HOST.to_string());
+    }
     if scenario.what == What::LateDuring {
         let resend = ProviderScript {
             announce: true,
@@ -730,6 +795,8 @@ fn arranged(what: What, span: i64, recipient: &str, history: &History) -> bool {
                 Some(r) => first < r && attempts[first].at_ms >= attempts[r].at_ms,
             }
         }
+        // Every row of the batch waits for its own turn on the clock.
+        What::LongBatch => true,
         _ => attempts[first].at_ms >= span,
     }
 }
@@ -843,8 +910,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         ),
         judge(
             LIVE,
-            format!("{} slow sends left alone", of(What::Slow).count()),
-            of(What::Slow).find_map(live),
+            format!(
+                "{} slow sends and a batch of {held} rows left alone",
+                of(What::Slow).count()
+            ),
+            of(What::Slow).chain(of(What::LongBatch)).find_map(live),
         ),
         judge(
             LATE,
@@ -1018,6 +1088,9 @@ fn live(played: &Played) -> Option<Finding> {
     if let Some(f) = trouble_finding(played) {
         return Some(f);
     }
+    if played.scenario.what == What::LongBatch {
+        return live_batch(played);
+    }
     let p = &played.scenario.people[0];
     let attempts = played.attempts(p);
     let second: Vec<&&Delivery> = attempts
@@ -1038,6 +1111,50 @@ fn live(played: &Played) -> Option<Finding> {
             ),
             format!(
                 "dispatcher 1's send came back at {} ({}).",
+                clock(first.at_ms),
+                said(first.outcome)
+            ),
+        ],
+        seed: played.scenario.seed,
+        timeline: Vec::new(),
+    })
+}
+
+/// The long batch: no row was sent by dispatcher 2 while dispatcher 1 was
+/// sending it. A row dispatcher 2 alone sent was handed on before its turn
+/// came, which is no harm.
+fn live_batch(played: &Played) -> Option<Finding> {
+    let people = &played.scenario.people;
+    // An attempt is recorded when its answer comes: dispatcher 2's send of
+    // a row came while dispatcher 1's was still running if it is recorded
+    // no later than dispatcher 1's.
+    let (k, p) = people.iter().enumerate().find(|(_, p)| {
+        let attempts = played.attempts(p);
+        let first = attempts.iter().find(|d| d.process == FIRST);
+        let second = attempts.iter().find(|d| d.process == SECOND_RELAY);
+        matches!((first, second), (Some(f), Some(s)) if s.at_ms <= f.at_ms)
+    })?;
+    let attempts = played.attempts(p);
+    let resent = attempts.iter().find(|d| d.process == SECOND_RELAY)?;
+    let first = attempts.iter().find(|d| d.process == FIRST)?;
+    Some(Finding {
+        evidence: "1 live send swept".to_string(),
+        scenario: played.scenario.name(),
+        details: vec![
+            format!(
+                "dispatcher 1 claimed {} rows at 0:00, and began its send to {} at {}, its row {} of the batch.",
+                people.len(),
+                p.recipient(),
+                clock(k as i64 * BATCH_SEND),
+                k + 1
+            ),
+            format!(
+                "dispatcher 2's sweep handed that row on, and dispatcher 2 sent it again at {} ({}), while dispatcher 1's send was still running.",
+                clock(resent.at_ms),
+                said(resent.outcome)
+            ),
+            format!(
+                "dispatcher 1's send came back at {} ({}). No send took 5 minutes; the claim was older than the threshold because the batch was.",
                 clock(first.at_ms),
                 said(first.outcome)
             ),

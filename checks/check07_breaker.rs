@@ -469,6 +469,7 @@ impl Scenario {
             provider: script("email"),
             push: script("push"),
             seed: self.seed.unwrap_or(0),
+            ..Plan::default()
         }
     }
 
@@ -1644,6 +1645,7 @@ impl World {
             provider: self.provider("email"),
             push: self.provider("push"),
             seed: self.seed,
+            ..Plan::default()
         };
         let people: Vec<Person> = self.people.iter().map(Someone::person).collect();
         let fixture = Scenario::new(None, String::new(), people, "email").fixture();

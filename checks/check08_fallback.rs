@@ -462,6 +462,7 @@ impl Scenario {
             provider: ProviderScript::default(),
             push: self.push_script(),
             seed: self.seed.unwrap_or(0),
+            ..Plan::default()
         }
     }
 
@@ -1733,6 +1734,7 @@ impl World {
                 provider: self.script("email"),
                 push: self.script("push"),
                 seed: self.seed,
+                ..Plan::default()
             })
             .collect()
     }

@@ -341,6 +341,7 @@ fn restart_plan<E: Explorer>(explorer: &E, crashed: &Plan, number: u32) -> Resul
         provider: crashed.provider.clone(),
         push: crashed.push.clone(),
         seed: crashed.seed,
+        host: None,
     })
 }
 

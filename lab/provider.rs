@@ -17,9 +17,13 @@ pub enum SendError {
     /// The provider failed or is down (a 5xx, an outage): nothing was sent,
     /// and a later retry may work.
     Unavailable(String),
-    /// The provider refused the message for good (a 4xx, e.g. an address
-    /// that does not exist): retrying cannot help.
+    /// The provider refused the message for good (a 4xx such as 400, 404 or
+    /// 422, e.g. an address that does not exist): retrying cannot help.
     Rejected(String),
+    /// Too many requests (a 429): nothing was sent, and the provider asks
+    /// for no new request before `retry_after_ms` (its `Retry-After`) has
+    /// passed. Transient, though it is a 4xx.
+    RateLimited { retry_after_ms: i64, why: String },
     /// No answer came in time: the message may or may not have gone out.
     Timeout(String),
     /// The lab itself could not record the send (not the case's doing).
@@ -31,6 +35,15 @@ impl SendError {
     pub fn is_permanent(&self) -> bool {
         matches!(self, SendError::Rejected(_))
     }
+
+    /// How long the provider asked the caller to wait before trying again
+    /// (a 429's `Retry-After`), in milliseconds; `None` when it did not say.
+    pub fn retry_after_ms(&self) -> Option<i64> {
+        match self {
+            SendError::RateLimited { retry_after_ms, .. } => Some(*retry_after_ms),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for SendError {
@@ -38,6 +51,7 @@ impl fmt::Display for SendError {
         match self {
             SendError::Unavailable(why) => write!(f, "provider unavailable: {why}"),
             SendError::Rejected(why) => write!(f, "rejected for good: {why}"),
+            SendError::RateLimited { why, .. } => write!(f, "rate limited: {why}"),
             SendError::Timeout(why) => write!(f, "no answer in time: {why}"),
             SendError::Lab(err) => write!(f, "the lab could not record the send: {err:#}"),
         }
@@ -108,7 +122,8 @@ impl Provider {
     }
 
     fn deliver(&self, to: &str, body: &str, key: Option<&str>) -> Result<(), SendError> {
-        if self.script.announce {
+        let own_hold = self.script.hold_each.iter().find(|(r, _)| r == to);
+        if self.script.announce || own_hold.is_some() {
             lock(&self.recorder).record_sending()?;
         }
         // The provider's latency is real time, spent outside every lock.
@@ -120,8 +135,12 @@ impl Provider {
         if wait > 0 {
             std::thread::sleep(Duration::from_millis(wait));
         }
-        if !self.script.hold_until_any.is_empty() {
-            self.hold(to)?;
+        let held = match own_hold {
+            Some((_, moments)) => moments,
+            None => &self.script.hold_until_any,
+        };
+        if !held.is_empty() {
+            self.hold(to, held)?;
         }
 
         let mut rec = lock(&self.recorder);
@@ -161,12 +180,25 @@ impl Provider {
             rec.attempt(self.channel, to, body, key, Some(Outcome::Failed))?;
             return Err(timeout(self.channel));
         }
-        let refused = self.refusal(&rec, to)?;
+        let retry_after = self.rate_limit(&rec, to)?;
+        let refused = match retry_after {
+            Some(_) => Some(Outcome::Failed),
+            None => self.refusal(&rec, to)?,
+        };
         let outcome = rec.attempt(self.channel, to, body, key, refused)?;
         if self.script.unanswered.iter().any(|r| r == to) {
             // The provider got the request and failed it; the answer is lost.
             let _ = rec.event_about(Kind::Timeout, Some(nth), to, NO_ANSWER);
             return Err(timeout(self.channel));
+        }
+        if let Some(seconds) = retry_after {
+            return Err(SendError::RateLimited {
+                retry_after_ms: seconds * 1000,
+                why: format!(
+                    "the {} provider answered 429 with Retry-After: {seconds}",
+                    self.channel
+                ),
+            });
         }
         match outcome {
             Outcome::Failed => {
@@ -200,8 +232,7 @@ impl Provider {
     /// the world every 2 ms and holding the lock only for each look. If none
     /// happens within the hold's limit, the process stops with a lab error:
     /// a send must never wait for ever on a process that will not come.
-    fn hold(&self, to: &str) -> Result<(), SendError> {
-        let moments = &self.script.hold_until_any;
+    fn hold(&self, to: &str, moments: &[Moment]) -> Result<(), SendError> {
         let limit = match self.script.hold_limit_ms {
             0 => HOLD_LIMIT_MS,
             ms => ms,
@@ -228,6 +259,15 @@ impl Provider {
                 std::process::exit(EXIT_LAB_ERROR);
             }
             std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The `Retry-After` seconds of a 429, when the script rate-limits this
+    /// attempt.
+    fn rate_limit(&self, rec: &Recorder, to: &str) -> anyhow::Result<Option<i64>> {
+        match self.script.rate_limited.iter().find(|(r, _, _)| r == to) {
+            Some((_, n, seconds)) if rec.attempts_to(self.channel, to)? < *n => Ok(Some(*seconds)),
+            _ => Ok(None),
         }
     }
 

@@ -40,6 +40,12 @@ pub struct Plan {
     /// Seeds the provider's random latency, so a scenario replays the same.
     #[serde(default)]
     pub seed: u64,
+    /// The host name the process runs under (its `HOSTNAME`), as a container
+    /// platform names a pod; `None` gives each process a name of its own,
+    /// `host-<process>`. Two plans with the same host play a process
+    /// restarted under the name of one that is still running.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// How a provider behaves: scripted per scenario. Attempts are counted in
@@ -58,6 +64,11 @@ pub struct ProviderScript {
     /// (recipient, n): the first n attempts to this recipient fail, then it works.
     #[serde(default)]
     pub flaky: Vec<(String, u32)>,
+    /// (recipient, n, seconds): the first n attempts to this recipient are
+    /// refused with a 429 (too many requests) and `Retry-After: seconds`,
+    /// then it works. Nothing is sent by a refused attempt.
+    #[serde(default)]
+    pub rate_limited: Vec<(String, u32, i64)>,
     /// Recipients whose every attempt fails (the provider answers 5xx).
     #[serde(default)]
     pub unreachable: Vec<String>,
@@ -92,6 +103,12 @@ pub struct ProviderScript {
     /// with a lab error rather than wait on.
     #[serde(default)]
     pub hold_until_any: Vec<Moment>,
+    /// (recipient, moments): a send to this recipient answers only once one
+    /// of these moments has happened, instead of the script's
+    /// [`ProviderScript::hold_until_any`], and is announced
+    /// ([`Moment::Sending`]) whatever [`ProviderScript::announce`] says.
+    #[serde(default)]
+    pub hold_each: Vec<(String, Vec<Moment>)>,
     /// How long, in real milliseconds, a send waits for
     /// [`ProviderScript::hold_until_any`] at most; 0 means
     /// [`HOLD_LIMIT_MS`].

@@ -231,6 +231,13 @@ pub fn main(source: u64, schema: &str, ops: Vec<(&'static str, Box<dyn Op>)>) ->
 
 fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Result<()> {
     let plan = Plan::load(plan)?;
+    // The name a case may call itself by, as a container's HOSTNAME: set
+    // before anything else runs in the process.
+    let host = plan
+        .host
+        .clone()
+        .unwrap_or_else(|| format!("host-{}", plan.process));
+    std::env::set_var("HOSTNAME", host);
     let recorder = Arc::new(Mutex::new(Recorder::open(&plan.dir, plan.process)?));
     record_panics(recorder.clone());
 

@@ -129,6 +129,21 @@ fn select_then_update_sends_rows_twice() {
 }
 
 #[test]
+fn a_deferred_transaction_gives_up_instead_of_waiting() {
+    let (code, report) = check_json(&["3", "--variant", "deferred-claim"]);
+    assert_eq!(code, 1);
+    assert_eq!(verdict(&report, 0)["pass"], true);
+    assert_eq!(verdict(&report, 1)["pass"], false);
+    assert!(
+        details(&report, 1)
+            .iter()
+            .any(|d| d.ends_with("failed: database is locked")),
+        "{:?}",
+        details(&report, 1)
+    );
+}
+
+#[test]
 fn a_claim_that_ignores_the_status_takes_rows_in_flight() {
     let (_, report) = check_json(&["3", "--variant", "claim-ignores-status"]);
     assert_eq!(verdict(&report, 0)["pass"], false);

@@ -6,9 +6,10 @@ use crate::common;
 use common::{check_json, notify, pattern, stdout};
 
 const SHIPPED_STORY: &str = "\
-6 people are told \"Book club: Thursday 19:00 it is\"
+7 people are told \"Book club: Thursday 19:00 it is\"
 the provider fails dana's email and hal's push once and eli's email twice,
-fay's mail server is down for good, and gus's address does not exist
+fay's mail server is down for good, gus's address does not exist,
+and jon's email is rate limited twice (a 429, Retry-After: 60)
 the dispatcher wakes every 2 s, for 12 minutes of simulated time
 
   channel  recipient         attempts   row
@@ -18,22 +19,25 @@ the dispatcher wakes every 2 s, for 12 minutes of simulated time
   email    gus@example.com   0:00 422   FAILED
   push     hal-phone         0:00 503   FAILED
   push     ivy-phone         0:00 sent  SENT
+  email    jon@example.com   0:00 429   FAILED
 
-delivered: 1 of 6
-dead letters: 5
+delivered: 1 of 7
+dead letters: 6
   dana@example.com  1 attempt   provider unavailable: the email provider answered 503
   eli@example.com   1 attempt   provider unavailable: the email provider answered 503
   fay@example.com   1 attempt   provider unavailable: the email provider answered 503
   gus@example.com   1 attempt   rejected for good: the email provider answered 422: it will not deliver to gus@example.com
   hal-phone         1 attempt   provider unavailable: the push provider answered 503
-dead-lettered, though a later attempt would have gone through: 3
-  dana@example.com failed once, eli@example.com failed twice, hal-phone failed once
+  jon@example.com   1 attempt   rate limited: the email provider answered 429 with Retry-After: 60
+dead-lettered, though a later attempt would have gone through: 4
+  dana@example.com failed once, eli@example.com failed twice, hal-phone failed once, jon@example.com was rate limited twice
 ";
 
 const SOLUTION_STORY: &str = "\
-6 people are told \"Book club: Thursday 19:00 it is\"
+7 people are told \"Book club: Thursday 19:00 it is\"
 the provider fails dana's email and hal's push once and eli's email twice,
-fay's mail server is down for good, and gus's address does not exist
+fay's mail server is down for good, gus's address does not exist,
+and jon's email is rate limited twice (a 429, Retry-After: 60)
 the dispatcher wakes every 2 s, for 12 minutes of simulated time
 
   channel  recipient         attempts                                row
@@ -43,8 +47,9 @@ the dispatcher wakes every 2 s, for 12 minutes of simulated time
   email    gus@example.com   0:00 422                                FAILED
   push     hal-phone         0:00 503, 0:06 sent                     SENT
   push     ivy-phone         0:00 sent                               SENT
+  email    jon@example.com   0:00 429, 1:00 429, 2:00 sent           SENT
 
-delivered: 4 of 6
+delivered: 5 of 7
 dead letters: 2
   fay@example.com   4 attempts  provider unavailable: the email provider answered 503
   gus@example.com   1 attempt   rejected for good: the email provider answered 422: it will not deliver to gus@example.com
@@ -77,7 +82,7 @@ fn the_shipped_case_drops_flaky_rows_and_never_retries() {
     assert_eq!(pattern, "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let v = &report["verdicts"];
-    assert_eq!(v[0]["evidence"], "1 of 4 delivered");
+    assert_eq!(v[0]["evidence"], "1 of 5 delivered");
     assert_eq!(v[0]["scenario"], "the chapter's batch:");
     assert_eq!(v[1]["evidence"], "1 attempt, then FAILED");
     assert_eq!(v[2]["evidence"], "1 attempt, then FAILED");
@@ -95,10 +100,22 @@ fn the_reference_solution_passes_everything() {
 #[test]
 fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
     let (_, pattern, report) = check(&["--variant", "immediate-retry"]);
-    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL");
+    assert_eq!(pattern, "PASS FAIL PASS FAIL FAIL PASS PASS PASS FAIL");
     assert_eq!(
         report["verdicts"][1]["evidence"],
         "4 attempts at the wrong gaps"
+    );
+}
+
+#[test]
+fn a_429_retried_before_its_retry_after_is_early() {
+    let (code, pattern, report) = check(&["--variant", "ignores-retry-after"]);
+    assert_eq!(pattern, "PASS PASS PASS FAIL FAIL PASS PASS PASS PASS");
+    assert_eq!(code, 1);
+    let details = report["verdicts"][3]["details"].to_string();
+    assert!(
+        details.contains("as the 429's Retry-After asked"),
+        "{details}"
     );
 }
 
@@ -137,7 +154,7 @@ fn a_dead_letter_must_keep_the_providers_error() {
 #[test]
 fn retrying_at_every_wake_up_is_early() {
     let (_, pattern, _) = check(&["--variant", "every-wake-up"]);
-    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL");
+    assert_eq!(pattern, "PASS FAIL PASS FAIL FAIL PASS PASS PASS FAIL");
 }
 
 #[test]

@@ -124,7 +124,7 @@ fn the_reference_solution_passes_everything() {
     assert_eq!(code, 0);
     assert_eq!(
         report["verdicts"][LATE]["evidence"],
-        "5 of 5 rows handed on, none changed by the late answer"
+        "6 of 6 rows handed on, none changed by the late answer"
     );
     // The reference is not compared with itself (its agreement line says
     // so); exploring judges survival and the invariants over the generated
@@ -154,6 +154,27 @@ fn a_fence_on_the_status_alone_lets_the_late_answer_in_mid_resend() {
     assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS");
     assert!(
         scenario(&report, LATE).contains("while dispatcher 2 resends it"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_fence_on_the_name_alone_lets_a_restarted_namesake_in() {
+    let (_, pattern, report) = check(&["--variant", "name-fence"]);
+    assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS");
+    assert!(
+        scenario(&report, LATE).contains("restarted under its host name"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
+    let (_, pattern, report) = check(&["--variant", "batch-claim-time"]);
+    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
+    assert!(
+        scenario(&report, LIVE).contains("sends them one by one"),
         "{report}"
     );
 }

@@ -1,4 +1,4 @@
-//! Case 04, reference solution: hold locks for microseconds.
+//! Case 04, reference solution: hold locks for a commit, not a send.
 //!
 //! The relay works in two phases. It claims its rows in one short
 //! transaction, sends them with no transaction open, and records each result

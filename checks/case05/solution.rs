@@ -5,7 +5,9 @@
 //! the first failure, 30 s after the second, 5 min after the third. When
 //! the fourth attempt fails too, the row is dead-lettered: FAILED, with the
 //! provider's error kept for whoever looks at it. A permanent rejection (a
-//! 4xx) is dead-lettered at once: no retry can change the provider's mind.
+//! 4xx such as 400, 404 or 422) is dead-lettered at once: no retry can
+//! change the provider's mind. A 429 is a 4xx too, but transient: it is
+//! retried like a 503, never sooner than its `Retry-After`.
 
 use lab::clock::{MINUTE, SECOND};
 use lab::{Clock, Db, Email, Providers, Result, SendError};
@@ -161,7 +163,7 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
                     SET status = 'PENDING', attempts = ?3, next_attempt_at = ?4,
                         last_error = ?5, claimed_by = NULL, claimed_at = NULL
                   WHERE id = ?1 AND claimed_by = ?2",
-                (row.id, dispatcher(), attempts, now + wait, err.to_string()),
+                (row.id, dispatcher(), attempts, now + later(*wait, &err), err.to_string()),
             )?,
             // Refused for good, or out of attempts: the dead letter.
             _ => db.execute(
@@ -172,6 +174,13 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
         },
     };
     Ok(())
+}
+
+/// How long a failed row waits: its gap, unless the provider asked for
+/// longer. A 429 (too many requests) is a 4xx, yet transient, and its
+/// `Retry-After` says when a new request is welcome: never sooner.
+fn later(gap: i64, err: &SendError) -> i64 {
+    gap.max(err.retry_after_ms().unwrap_or(0))
 }
 
 lab::serve!(schema: SCHEMA, ops: [publish, dispatch]);
