@@ -4,6 +4,7 @@
 
 mod ask;
 mod check;
+mod compiler;
 mod hint;
 mod keys;
 mod list;
@@ -348,8 +349,23 @@ enum Prepared {
 }
 
 /// Builds the version `which` of `chapter`'s case, and only that binary,
-/// and makes sure the binary was built from the bytes on disk.
+/// and makes sure the binary was built from the bytes on disk. The
+/// compiler's warnings about the learner's case go to standard error.
 fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> Result<Prepared> {
+    let (prepared, warnings) = prepare_warned(root, chapter, which, timeout)?;
+    eprint!("{warnings}");
+    Ok(prepared)
+}
+
+/// [`prepare`], with the compiler's warnings about the learner's case
+/// returned ("" when there are none) instead of printed.
+fn prepare_warned(
+    root: &Path,
+    chapter: &Chapter,
+    which: &Which,
+    timeout: Duration,
+) -> Result<(Prepared, String)> {
+    let mut warnings = String::new();
     let (name, built, source) = match (which.solution, &which.variant) {
         (false, None) => {
             let path: PathBuf = root.join(chapter.case_file);
@@ -365,7 +381,8 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> 
                     anyhow::Error::new(err).context(format!("could not read {}", path.display()))
                 }
             })?;
-            let built = build_verified(root, chapter.bin, &source)?;
+            let (built, warned) = build_verified(root, chapter.bin, &source)?;
+            warnings = compiler::warnings(chapter, &warned);
             (chapter.bin.to_string(), built, source)
         }
         (solution, variant) => {
@@ -382,7 +399,12 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> 
     };
     let exe = match built {
         Built::Ready(exe) => exe,
-        Built::DoesNotCompile(errors) => return Ok(Prepared::DoesNotCompile(errors)),
+        Built::DoesNotCompile(mut errors) => {
+            if which.is_learners() {
+                errors.push_str(&compiler::signature_note(root, chapter, &errors));
+            }
+            return Ok((Prepared::DoesNotCompile(errors), warnings));
+        }
     };
     let source = fingerprint(&source);
     if fingerprint_of(&exe)? != source {
@@ -393,12 +415,13 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> 
             file_of(chapter, which)
         );
     }
-    Ok(Prepared::Ready(Case {
+    let case = Prepared::Ready(Case {
         exe,
         name,
         timeout,
         source,
-    }))
+    });
+    Ok((case, warnings))
 }
 
 /// The line under a case's compiler errors.

@@ -72,6 +72,10 @@ pub struct CheckReport {
     /// How many case processes were started.
     pub processes: usize,
     pub seconds: f64,
+    /// The compiler's warnings about the learner's case, as cargo renders
+    /// them ("" when none): shown on standard error, beside the report.
+    #[serde(skip)]
+    pub warnings: String,
 }
 
 impl CheckReport {

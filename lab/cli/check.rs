@@ -12,7 +12,8 @@ use colored::Colorize;
 use serde::Serialize;
 
 use super::{
-    does_not_compile, file_of, prepare, Prepared, Which, EXIT_ERROR, EXIT_FAIL, EXIT_PASS,
+    does_not_compile, file_of, prepare, prepare_warned, Prepared, Which, EXIT_ERROR, EXIT_FAIL,
+    EXIT_PASS,
 };
 use crate::catalogue;
 use crate::chapter::{fingerprint, Chapter, CheckOptions, DEFAULT_SEEDS};
@@ -48,7 +49,8 @@ pub(super) enum Graded {
 /// learner's file in the progress file.
 pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result<Graded> {
     let started = Instant::now();
-    let case = match prepare(root, chapter, &options.which, options.timeout)? {
+    let (prepared, warnings) = prepare_warned(root, chapter, &options.which, options.timeout)?;
+    let case = match prepared {
         Prepared::Ready(case) => case,
         Prepared::DoesNotCompile(errors) => {
             if options.records_progress() {
@@ -98,6 +100,7 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         verdicts: checked.verdicts,
         processes: checked.processes,
         seconds: started.elapsed().as_secs_f64(),
+        warnings,
     };
     // The verdict is for the bytes the binary was built from, which
     // `prepare` found equal to the file; a save made since is not it.
@@ -128,6 +131,7 @@ pub(super) fn one(root: &Path, chapter: &Chapter, options: &Options) -> Result<i
             Ok(EXIT_ERROR)
         }
         Graded::Report(report) => {
+            eprint!("{}", report.warnings);
             if options.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -277,6 +281,7 @@ fn row(root: &Path, chapter: &Chapter, options: &Options) -> Row {
     let mut row = empty_row(chapter, options);
     match grade(root, chapter, options) {
         Ok(Graded::Report(report)) => {
+            eprint!("{}", report.warnings);
             row.verdict = if report.passed { "pass" } else { "fail" };
             row.held = report.verdicts.iter().filter(|v| v.pass).count();
             row.properties = report.verdicts.len();

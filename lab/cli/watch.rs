@@ -20,7 +20,7 @@ use fswatch::{EventKind, RecursiveMode, Watcher};
 use super::check::{self, Graded, Options};
 use super::keys::{Key, Keys};
 use super::terminal::file_link;
-use super::{does_not_compile, hint, prepare, Prepared, Which, EXIT_PASS};
+use super::{does_not_compile, hint, prepare_warned, Prepared, Which, EXIT_PASS};
 use crate::chapter::{fingerprint, Chapter};
 use crate::progress::{Progress, Status};
 
@@ -223,7 +223,7 @@ impl Session<'_> {
             self.chapter.case_file
         ));
         let body = match check::grade(self.root, self.chapter, &self.options) {
-            Ok(Graded::Report(report)) => report.render(),
+            Ok(Graded::Report(report)) => format!("{}{}", report.warnings, report.render()),
             Ok(Graded::DoesNotCompile(errors)) => format!(
                 "{errors}{}\n",
                 does_not_compile(self.chapter, &self.options.which)
@@ -275,15 +275,18 @@ impl Session<'_> {
             self.header(),
             self.chapter.bin
         ));
-        let body = match prepare(
+        let body = match prepare_warned(
             self.root,
             self.chapter,
             &self.options.which,
             self.options.timeout,
         ) {
-            Ok(Prepared::Ready(case)) => (self.chapter.run)(&case)
-                .unwrap_or_else(|err| format!("{} {err:#}\n", "error:".red().bold())),
-            Ok(Prepared::DoesNotCompile(errors)) => format!(
+            Ok((Prepared::Ready(case), warnings)) => format!(
+                "{warnings}{}",
+                (self.chapter.run)(&case)
+                    .unwrap_or_else(|err| format!("{} {err:#}\n", "error:".red().bold()))
+            ),
+            Ok((Prepared::DoesNotCompile(errors), _)) => format!(
                 "{errors}{}\n",
                 does_not_compile(self.chapter, &self.options.which)
             ),
