@@ -22,7 +22,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use colored::Colorize;
 
 use crate::catalogue;
-use crate::chapter::{fingerprint, Chapter};
+use crate::chapter::{fingerprint, Chapter, Planned};
 use crate::compile::{build_verified, build_version, find_root, fingerprint_of, Built};
 use crate::experiments::{run_try, Journal};
 use crate::runner::Case;
@@ -186,8 +186,13 @@ impl Which {
     }
 }
 
-/// Runs `notify` with `chapters` and returns the exit code.
-pub fn main(chapters: &[Chapter]) -> i32 {
+/// The chapters planned after the registered ones, set once by [`main`].
+static PLANNED: std::sync::OnceLock<&'static [Planned]> = std::sync::OnceLock::new();
+
+/// Runs `notify` with `chapters` (and the `planned` ones after them) and
+/// returns the exit code.
+pub fn main(chapters: &[Chapter], planned: &'static [Planned]) -> i32 {
+    let _ = PLANNED.set(planned);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -269,7 +274,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 check::all(&root, chapters, &options)
             } else {
                 let raw = chapter.expect("clap asks for a chapter unless --all");
-                check::one(&root, find_chapter(chapters, &raw)?, &options)
+                check::one(&root, chapters, find_chapter(chapters, &raw)?, &options)
             }
         }
         Command::Watch {
@@ -315,10 +320,25 @@ fn find_chapter<'a>(chapters: &'a [Chapter], raw: &str) -> Result<&'a Chapter> {
         .iter()
         .map(|c| format!("  {:>2}  {}", c.number, c.title))
         .collect();
+    if let Some(planned) = planned(wanted) {
+        bail!(
+            "chapter {} ({}) is planned: its text and its case are not written yet. The chapters ready are:\n{}",
+            planned.number,
+            planned.title,
+            known.join("\n")
+        )
+    }
     bail!(
         "there is no case {raw:?}. The cases are:\n{}\nGive the chapter's number, e.g. `notify run 1`.",
         known.join("\n")
     )
+}
+
+/// The planned chapter numbered `number`, if there is one.
+fn planned(number: Option<u32>) -> Option<&'static Planned> {
+    PLANNED
+        .get()
+        .and_then(|planned| planned.iter().find(|p| Some(p.number) == number))
 }
 
 fn timeout_of(seconds: f64) -> Result<Duration> {

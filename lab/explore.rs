@@ -853,7 +853,14 @@ pub fn explore<E: Explorer>(
             .iter()
             .find(|j| j.breaches.iter().any(|b| b.rule == rule));
         let Some(first) = first else {
-            verdicts.push(Verdict::pass(rule.property(), evidence.clone()));
+            let mut verdict = Verdict::pass(rule.property(), evidence.clone());
+            verdict.explored = Some(format!(
+                "{}, under {} and {}",
+                counted(coverage.scenarios, "generated scenario"),
+                counted(coverage.crashes, "crash point"),
+                counted(coverage.failing, "failing commit")
+            ));
+            verdicts.push(verdict);
             continue;
         };
         let (shrunk, tried) = shrink(
@@ -878,6 +885,15 @@ pub fn explore<E: Explorer>(
         verdicts,
         processes: coverage.processes,
     })
+}
+
+/// "1 crash point", "3 crash points".
+fn counted(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
 }
 
 fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {

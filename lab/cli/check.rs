@@ -122,8 +122,43 @@ fn remember(root: &Path, chapter: &Chapter, version: Option<u64>, passed: bool) 
     }
 }
 
+/// What to do after `chapter` passes: read the next chapter, or, after the
+/// last one written, see where you stand.
+pub(super) fn next_step(chapters: &[Chapter], chapter: &Chapter) -> String {
+    match chapters.iter().find(|c| c.number > chapter.number) {
+        Some(next) => format!("Next: `notify read {}`.", next.number),
+        None => {
+            let planned = super::PLANNED.get().copied().unwrap_or_default();
+            match (planned.first(), planned.last()) {
+                (Some(first), Some(last)) => format!(
+                    "That is the last chapter written (chapters {}–{} are planned); `notify list` shows where you stand.",
+                    first.number, last.number
+                ),
+                _ => "That is the last chapter; `notify list` shows where you stand.".to_string(),
+            }
+        }
+    }
+}
+
+/// The line under a check of the learner's case where every property held:
+/// what was proven, and what comes next.
+pub(super) fn passed_line(chapters: &[Chapter], chapter: &Chapter, report: &CheckReport) -> String {
+    let Some(proven) = report.proven() else {
+        return String::new();
+    };
+    let head = format!("case {} passes:", chapter.number);
+    let text = format!("{head} {proven}. {}", next_step(chapters, chapter));
+    let line = crate::report::lines("", 0, &text, 2, crate::report::columns(), |t| t.to_string());
+    line.replacen(&head, &head.green().bold().to_string(), 1)
+}
+
 /// `notify check N`.
-pub(super) fn one(root: &Path, chapter: &Chapter, options: &Options) -> Result<i32> {
+pub(super) fn one(
+    root: &Path,
+    chapters: &[Chapter],
+    chapter: &Chapter,
+    options: &Options,
+) -> Result<i32> {
     match grade(root, chapter, options)? {
         Graded::DoesNotCompile(errors) => {
             eprint!("{errors}");
@@ -136,6 +171,9 @@ pub(super) fn one(root: &Path, chapter: &Chapter, options: &Options) -> Result<i
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 print!("{}", report.render());
+                if options.records_progress() {
+                    print!("{}", passed_line(chapters, chapter, &report));
+                }
             }
             Ok(if report.passed { EXIT_PASS } else { EXIT_FAIL })
         }
