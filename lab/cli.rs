@@ -135,6 +135,9 @@ enum Command {
         /// Reset without asking
         #[arg(long, short)]
         yes: bool,
+        /// Bring back your latest version saved in .notify/backups/ instead
+        #[arg(long, conflicts_with = "all", requires = "chapter")]
+        restore: bool,
     },
     /// Prints a chapter's text (paged when the output is a terminal)
     Read {
@@ -298,7 +301,15 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
         Command::Solution { chapter, yes } => {
             solution::solution(&root, find_chapter(chapters, &chapter)?, yes)
         }
-        Command::Reset { chapter, all, yes } => {
+        Command::Reset {
+            chapter,
+            all,
+            yes,
+            restore,
+        } => {
+            if let (true, Some(raw)) = (restore, &chapter) {
+                return reset::restore(&root, find_chapter(chapters, raw)?, yes);
+            }
             let picked: Vec<&Chapter> = match chapter {
                 Some(raw) if !all => vec![find_chapter(chapters, &raw)?],
                 _ => chapters.iter().collect(),
