@@ -94,7 +94,7 @@ enum Command {
         #[arg(long, conflicts_with_all = ["all", "json", "seed"])]
         show: bool,
     },
-    /// Re-checks a case every time you save it (keys: h hint, r run, q quit)
+    /// Re-checks a case every time you save it (keys: h hint, r run, n next, q quit)
     Watch {
         /// The chapter's number (default: the first one that does not pass)
         chapter: Option<String>,
