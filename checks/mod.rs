@@ -14,7 +14,7 @@ mod check07_breaker;
 mod check08_fallback;
 mod invite_world;
 
-use lab::chapter::Chapter;
+use lab::chapter::{Chapter, Planned};
 
 /// Every chapter, in order.
 pub const CHAPTERS: &[Chapter] = &[
@@ -26,4 +26,24 @@ pub const CHAPTERS: &[Chapter] = &[
     check06_orphans::CHAPTER,
     check07_breaker::CHAPTER,
     check08_fallback::CHAPTER,
+];
+
+/// The chapters planned after these, not written yet (`notify read 9` says so).
+pub const PLANNED: &[Planned] = &[
+    Planned {
+        number: 9,
+        title: "decide: preferences and quiet hours",
+    },
+    Planned {
+        number: 10,
+        title: "render: templates that fail closed",
+    },
+    Planned {
+        number: 11,
+        title: "learn what happened: webhooks",
+    },
+    Planned {
+        number: 12,
+        title: "many machines: PostgreSQL",
+    },
 ];

@@ -30,6 +30,15 @@ pub struct Chapter {
     pub check: fn(&Case, &CheckOptions) -> Result<Checked>,
 }
 
+/// A chapter the workshop plans but has not written yet: it has a number
+/// and a title, and no text or case.
+pub struct Planned {
+    /// 9 to 12.
+    pub number: u32,
+    /// E.g. "decide: preferences and quiet hours".
+    pub title: &'static str,
+}
+
 /// How a check is asked to run.
 #[derive(Clone, Debug)]
 pub struct CheckOptions {

@@ -4,6 +4,7 @@
 
 mod ask;
 mod check;
+mod compiler;
 mod hint;
 mod keys;
 mod list;
@@ -21,7 +22,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use colored::Colorize;
 
 use crate::catalogue;
-use crate::chapter::{fingerprint, Chapter};
+use crate::chapter::{fingerprint, Chapter, Planned};
 use crate::compile::{build_verified, build_version, find_root, fingerprint_of, Built};
 use crate::experiments::{run_try, Journal};
 use crate::runner::Case;
@@ -93,7 +94,7 @@ enum Command {
         #[arg(long, conflicts_with_all = ["all", "json", "seed"])]
         show: bool,
     },
-    /// Re-checks a case every time you save it (keys: h hint, r run, q quit)
+    /// Re-checks a case every time you save it (keys: h hint, r run, n next, q quit)
     Watch {
         /// The chapter's number (default: the first one that does not pass)
         chapter: Option<String>,
@@ -134,6 +135,9 @@ enum Command {
         /// Reset without asking
         #[arg(long, short)]
         yes: bool,
+        /// Bring back your latest version saved in .notify/backups/ instead
+        #[arg(long, conflicts_with = "all", requires = "chapter")]
+        restore: bool,
     },
     /// Prints a chapter's text (paged when the output is a terminal)
     Read {
@@ -185,8 +189,13 @@ impl Which {
     }
 }
 
-/// Runs `notify` with `chapters` and returns the exit code.
-pub fn main(chapters: &[Chapter]) -> i32 {
+/// The chapters planned after the registered ones, set once by [`main`].
+static PLANNED: std::sync::OnceLock<&'static [Planned]> = std::sync::OnceLock::new();
+
+/// Runs `notify` with `chapters` (and the `planned` ones after them) and
+/// returns the exit code.
+pub fn main(chapters: &[Chapter], planned: &'static [Planned]) -> i32 {
+    let _ = PLANNED.set(planned);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -268,7 +277,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 check::all(&root, chapters, &options)
             } else {
                 let raw = chapter.expect("clap asks for a chapter unless --all");
-                check::one(&root, find_chapter(chapters, &raw)?, &options)
+                check::one(&root, chapters, find_chapter(chapters, &raw)?, &options)
             }
         }
         Command::Watch {
@@ -292,7 +301,15 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
         Command::Solution { chapter, yes } => {
             solution::solution(&root, find_chapter(chapters, &chapter)?, yes)
         }
-        Command::Reset { chapter, all, yes } => {
+        Command::Reset {
+            chapter,
+            all,
+            yes,
+            restore,
+        } => {
+            if let (true, Some(raw)) = (restore, &chapter) {
+                return reset::restore(&root, find_chapter(chapters, raw)?, yes);
+            }
             let picked: Vec<&Chapter> = match chapter {
                 Some(raw) if !all => vec![find_chapter(chapters, &raw)?],
                 _ => chapters.iter().collect(),
@@ -314,10 +331,25 @@ fn find_chapter<'a>(chapters: &'a [Chapter], raw: &str) -> Result<&'a Chapter> {
         .iter()
         .map(|c| format!("  {:>2}  {}", c.number, c.title))
         .collect();
+    if let Some(planned) = planned(wanted) {
+        bail!(
+            "chapter {} ({}) is planned: its text and its case are not written yet. The chapters ready are:\n{}",
+            planned.number,
+            planned.title,
+            known.join("\n")
+        )
+    }
     bail!(
         "there is no case {raw:?}. The cases are:\n{}\nGive the chapter's number, e.g. `notify run 1`.",
         known.join("\n")
     )
+}
+
+/// The planned chapter numbered `number`, if there is one.
+fn planned(number: Option<u32>) -> Option<&'static Planned> {
+    PLANNED
+        .get()
+        .and_then(|planned| planned.iter().find(|p| Some(p.number) == number))
 }
 
 fn timeout_of(seconds: f64) -> Result<Duration> {
@@ -348,8 +380,23 @@ enum Prepared {
 }
 
 /// Builds the version `which` of `chapter`'s case, and only that binary,
-/// and makes sure the binary was built from the bytes on disk.
+/// and makes sure the binary was built from the bytes on disk. The
+/// compiler's warnings about the learner's case go to standard error.
 fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> Result<Prepared> {
+    let (prepared, warnings) = prepare_warned(root, chapter, which, timeout)?;
+    eprint!("{warnings}");
+    Ok(prepared)
+}
+
+/// [`prepare`], with the compiler's warnings about the learner's case
+/// returned ("" when there are none) instead of printed.
+fn prepare_warned(
+    root: &Path,
+    chapter: &Chapter,
+    which: &Which,
+    timeout: Duration,
+) -> Result<(Prepared, String)> {
+    let mut warnings = String::new();
     let (name, built, source) = match (which.solution, &which.variant) {
         (false, None) => {
             let path: PathBuf = root.join(chapter.case_file);
@@ -365,7 +412,8 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> 
                     anyhow::Error::new(err).context(format!("could not read {}", path.display()))
                 }
             })?;
-            let built = build_verified(root, chapter.bin, &source)?;
+            let (built, warned) = build_verified(root, chapter.bin, &source)?;
+            warnings = compiler::warnings(chapter, &warned);
             (chapter.bin.to_string(), built, source)
         }
         (solution, variant) => {
@@ -382,7 +430,12 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> 
     };
     let exe = match built {
         Built::Ready(exe) => exe,
-        Built::DoesNotCompile(errors) => return Ok(Prepared::DoesNotCompile(errors)),
+        Built::DoesNotCompile(mut errors) => {
+            if which.is_learners() {
+                errors.push_str(&compiler::signature_note(root, chapter, &errors));
+            }
+            return Ok((Prepared::DoesNotCompile(errors), warnings));
+        }
     };
     let source = fingerprint(&source);
     if fingerprint_of(&exe)? != source {
@@ -393,12 +446,13 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> 
             file_of(chapter, which)
         );
     }
-    Ok(Prepared::Ready(Case {
+    let case = Prepared::Ready(Case {
         exe,
         name,
         timeout,
         source,
-    }))
+    });
+    Ok((case, warnings))
 }
 
 /// The line under a case's compiler errors.

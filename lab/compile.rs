@@ -46,8 +46,11 @@ pub enum Built {
     DoesNotCompile(String),
 }
 
-/// Builds binary `bin` of the workshop at `root`, printing nothing on success.
-pub fn build(root: &Path, bin: &str) -> Result<Built> {
+/// Builds binary `bin` of the workshop at `root`, printing nothing. Besides
+/// what came of it, returns the compiler's warnings about `bin`'s own file
+/// (never the lab's), rendered as cargo prints them, or "" when there are
+/// none.
+pub fn build(root: &Path, bin: &str) -> Result<(Built, String)> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let format = if colored::control::SHOULD_COLORIZE.should_colorize() {
         "--message-format=json-diagnostic-rendered-ansi"
@@ -82,6 +85,7 @@ pub fn build(root: &Path, bin: &str) -> Result<Built> {
     });
     let mut exe = None;
     let mut errors = Vec::new();
+    let mut warnings = Vec::new();
     let stdout = child.stdout.take().expect("stdout is piped");
     for line in BufReader::new(stdout).lines() {
         let line = line.context("could not read cargo's output")?;
@@ -97,6 +101,16 @@ pub fn build(root: &Path, bin: &str) -> Result<Built> {
                     errors.push(text.to_string());
                 }
             }
+            // Cargo replays a fresh binary's warnings too, so they show on
+            // every build until the learner fixes them, as with cargo.
+            Some("compiler-message")
+                if msg["message"]["level"] == "warning" && msg["target"]["name"] == bin =>
+            {
+                let spans = msg["message"]["spans"].as_array().map_or(0, Vec::len);
+                if let (Some(text), true) = (msg["message"]["rendered"].as_str(), spans > 0) {
+                    warnings.push(text.to_string());
+                }
+            }
             _ => {}
         }
     }
@@ -105,11 +119,12 @@ pub fn build(root: &Path, bin: &str) -> Result<Built> {
     if showing {
         eprint!("{}\r", " ".repeat(bin.len() + 12));
     }
-    match exe {
-        Some(exe) if status.success() => Ok(Built::Ready(exe)),
-        _ if !errors.is_empty() => Ok(Built::DoesNotCompile(errors.join(""))),
+    let built = match exe {
+        Some(exe) if status.success() => Built::Ready(exe),
+        _ if !errors.is_empty() => Built::DoesNotCompile(errors.join("")),
         _ => bail!("cargo could not build {bin}:\n{}", cargo_said.trim_end()),
-    }
+    };
+    Ok((built, warnings.join("")))
 }
 
 /// Asks the case binary `exe` for the fingerprint of the source it was built
@@ -134,7 +149,8 @@ pub fn fingerprint_of(exe: &Path) -> Result<u64> {
 }
 
 /// Builds binary `bin` (a learner's case) with cargo, and makes sure the
-/// binary was built from `source`, the bytes about to be graded.
+/// binary was built from `source`, the bytes about to be graded. Returns
+/// the compiler's warnings about the case too, as [`build`] does.
 ///
 /// Cargo judges freshness by file times, so it may hand over a binary built
 /// from other bytes (another clone sharing the target folder, a file put
@@ -142,15 +158,15 @@ pub fn fingerprint_of(exe: &Path) -> Result<u64> {
 /// if that does not help, it is an error. The binary that passes is copied
 /// to a place of its own, named after its source, so that a build started
 /// meanwhile (another clone, another terminal) cannot change what is played.
-pub fn build_verified(root: &Path, bin: &str, source: &[u8]) -> Result<Built> {
+pub fn build_verified(root: &Path, bin: &str, source: &[u8]) -> Result<(Built, String)> {
     let wanted = crate::chapter::fingerprint(source);
     for attempt in 0..3 {
-        let exe = match build(root, bin)? {
-            Built::Ready(exe) => exe,
-            errors @ Built::DoesNotCompile(_) => return Ok(errors),
+        let (exe, warnings) = match build(root, bin)? {
+            (Built::Ready(exe), warnings) => (exe, warnings),
+            (errors @ Built::DoesNotCompile(_), warnings) => return Ok((errors, warnings)),
         };
         if let Some(kept) = keep(&exe, bin, wanted)? {
-            return Ok(Built::Ready(kept));
+            return Ok((Built::Ready(kept), warnings));
         }
         if attempt == 0 {
             eprintln!(

@@ -859,7 +859,14 @@ pub fn explore<E: Explorer>(
                 Rule::Agrees => format!("{} scenarios, without faults", coverage.scenarios),
                 _ => evidence.clone(),
             };
-            verdicts.push(Verdict::pass(rule.property(), evidence));
+            let mut verdict = Verdict::pass(rule.property(), evidence);
+            verdict.explored = Some(format!(
+                "{}, under {} and {}",
+                counted(coverage.scenarios, "generated scenario"),
+                counted(coverage.crashes, "crash point"),
+                counted(coverage.failing, "failing commit")
+            ));
+            verdicts.push(verdict);
             continue;
         };
         let (shrunk, tried) = shrink(
@@ -884,6 +891,15 @@ pub fn explore<E: Explorer>(
         verdicts,
         processes: coverage.processes,
     })
+}
+
+/// "1 crash point", "3 crash points".
+fn counted(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
 }
 
 fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {

@@ -4,5 +4,5 @@
 mod checks;
 
 fn main() {
-    std::process::exit(lab::cli::main(checks::CHAPTERS));
+    std::process::exit(lab::cli::main(checks::CHAPTERS, checks::PLANNED));
 }

@@ -3,7 +3,7 @@
 //! unreadable the lab starts afresh, and the next check rebuilds it
 //! (`notify check --all` rebuilds it for every chapter at once).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -38,6 +38,10 @@ impl Status {
 struct State {
     /// Chapter number → fingerprint of the case file that last passed.
     passed: BTreeMap<u32, u64>,
+    /// Chapters whose case passed a check once, whatever became of the
+    /// file since (a reset, a new attempt): the learner has done them.
+    #[serde(default)]
+    passed_once: BTreeSet<u32>,
 }
 
 /// The progress file of the workshop at `root`.
@@ -52,8 +56,13 @@ impl Progress {
     pub fn load(root: &Path) -> Progress {
         let path = root.join(".notify").join("state.json");
         let (state, unreadable) = match std::fs::read_to_string(&path) {
-            Ok(text) => match serde_json::from_str(&text) {
-                Ok(state) => (state, false),
+            Ok(text) => match serde_json::from_str::<State>(&text) {
+                Ok(mut state) => {
+                    // Files from before `passed_once` was kept.
+                    let passing: Vec<u32> = state.passed.keys().copied().collect();
+                    state.passed_once.extend(passing);
+                    (state, false)
+                }
                 Err(_) => (State::default(), true),
             },
             Err(_) => (State::default(), false),
@@ -86,11 +95,22 @@ impl Progress {
         }
     }
 
-    /// The first chapter that does not pass yet, in the workshop's order.
+    /// True when `chapter`'s case passed a check once, even if the file
+    /// has changed since (e.g. `notify reset` put it back as shipped).
+    pub fn passed_once(&self, chapter: &Chapter) -> bool {
+        self.state.passed_once.contains(&chapter.number)
+    }
+
+    /// The first chapter to work on, in the workshop's order: the first
+    /// that does not pass and never passed; else the first that does not
+    /// pass now (a chapter done once, then reset).
     pub fn next<'a>(&self, root: &Path, chapters: &'a [Chapter]) -> Option<&'a Chapter> {
+        let open = |c: &&Chapter| self.status(root, c) != Status::Passing;
         chapters
             .iter()
-            .find(|c| self.status(root, c) != Status::Passing)
+            .filter(open)
+            .find(|c| !self.passed_once(c))
+            .or_else(|| chapters.iter().find(open))
     }
 
     /// Remembers the verdict of a check of the learner's case file.
@@ -107,6 +127,7 @@ impl Progress {
     pub fn record_version(&mut self, chapter: &Chapter, hash: u64, passed: bool) -> Result<()> {
         if passed {
             self.state.passed.insert(chapter.number, hash);
+            self.state.passed_once.insert(chapter.number);
         } else {
             self.state.passed.remove(&chapter.number);
         }

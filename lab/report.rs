@@ -1,5 +1,7 @@
 //! Verdicts: what a check decided, with its evidence, for people and for JSON.
 
+use std::io::IsTerminal;
+
 use colored::Colorize;
 use serde::Serialize;
 
@@ -25,6 +27,11 @@ pub struct Verdict {
     /// Whose events the timeline follows.
     #[serde(skip)]
     pub focus: Option<String>,
+    /// For a property judged over generated scenarios: what they covered,
+    /// e.g. "4 generated scenarios, under 18 crash points and 3 failing
+    /// commits", for the line under a check that passes.
+    #[serde(skip)]
+    pub explored: Option<String>,
 }
 
 impl Verdict {
@@ -39,6 +46,7 @@ impl Verdict {
             seed: None,
             timeline: Vec::new(),
             focus: None,
+            explored: None,
         }
     }
 
@@ -72,27 +80,123 @@ pub struct CheckReport {
     /// How many case processes were started.
     pub processes: usize,
     pub seconds: f64,
+    /// The compiler's warnings about the learner's case, as cargo renders
+    /// them ("" when none): shown on standard error, beside the report.
+    #[serde(skip)]
+    pub warnings: String,
+}
+
+/// How wide the output is: `COLUMNS` when it is set, else the terminal's
+/// width when standard output is one; `None` when piped (then a timeline
+/// takes [`timeline::WIDEST`] columns and long lines are not wrapped).
+pub fn columns() -> Option<usize> {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+    {
+        return Some(columns);
+    }
+    if std::io::stdout().is_terminal() {
+        return crossterm::terminal::size()
+            .ok()
+            .map(|(w, _)| usize::from(w))
+            .filter(|&w| w > 0);
+    }
+    None
+}
+
+/// `text` after `first` (the first line's indent, `head` columns wide
+/// whatever colour codes it holds), wrapped to `columns` with later lines
+/// indented by `later` spaces; as it is when the width is unknown. `paint`
+/// colours each line's text.
+pub fn lines(
+    first: &str,
+    head: usize,
+    text: &str,
+    later: usize,
+    columns: Option<usize>,
+    paint: impl Fn(&str) -> String,
+) -> String {
+    let Some(columns) = columns else {
+        return format!("{first}{}\n", paint(text));
+    };
+    // A line never reaches the last column, where terminals wrap.
+    let last = columns.max(timeline::NARROWEST) - 1;
+    let mut out = String::new();
+    for (i, line) in timeline::wrap_to(text, last - head, last - later)
+        .iter()
+        .enumerate()
+    {
+        let indent = if i == 0 {
+            first.to_string()
+        } else {
+            " ".repeat(later)
+        };
+        out.push_str(&format!("{indent}{}\n", paint(line)));
+    }
+    out
 }
 
 impl CheckReport {
-    /// The report as the terminal shows it.
+    /// For a check where every property held, what it proved, e.g. "all 8
+    /// properties hold on the chapter's scenarios and on 4 generated
+    /// scenarios, under 18 crash points and 3 failing commits"; `None`
+    /// when a property failed.
+    pub fn proven(&self) -> Option<String> {
+        if !self.passed || self.verdicts.is_empty() {
+            return None;
+        }
+        let count = self.verdicts.len();
+        let all = if count == 1 {
+            "its one property holds".to_string()
+        } else {
+            format!("all {count} properties hold")
+        };
+        Some(
+            match self.verdicts.iter().find_map(|v| v.explored.as_deref()) {
+                Some(explored) => {
+                    format!("{all} on the chapter's own scenarios and on {explored}")
+                }
+                None => format!("{all} on the chapter's scenarios"),
+            },
+        )
+    }
+
+    /// The report as the terminal shows it, fitted to its width.
     pub fn render(&self) -> String {
+        self.render_for(columns())
+    }
+
+    /// The report for output `columns` wide (`None`: as wide as it comes).
+    pub fn render_for(&self, columns: Option<usize>) -> String {
         let mut out = format!(
             "{}\n",
             format!("case {:02}: {} ({})", self.chapter, self.title, self.file).bold()
         );
+        let plain = |text: &str| text.to_string();
         for v in &self.verdicts {
             let mark = if v.pass {
                 "PASS".green().bold()
             } else {
                 "FAIL".red().bold()
             };
-            out.push_str(&format!("  {mark}  {} ({})\n", v.property, v.evidence));
+            let verdict = format!("{} ({})", v.property, v.evidence);
+            out.push_str(&lines(
+                &format!("  {mark}  "),
+                8,
+                &verdict,
+                8,
+                columns,
+                plain,
+            ));
             if let Some(scenario) = &v.scenario {
-                out.push_str(&format!("        {}\n", scenario.yellow()));
+                out.push_str(&lines("        ", 8, scenario, 10, columns, |t| {
+                    t.yellow().to_string()
+                }));
             }
             for line in &v.details {
-                out.push_str(&format!("        {line}\n"));
+                out.push_str(&lines("        ", 8, line, 10, columns, plain));
             }
             if let Some(seed) = v.seed {
                 out.push_str(&format!(
@@ -103,7 +207,8 @@ impl CheckReport {
             if !v.timeline.is_empty() {
                 out.push('\n');
                 let events = timeline::focus(&v.timeline, v.focus.as_deref());
-                out.push_str(&timeline::render(&events).dimmed().to_string());
+                let width = columns.unwrap_or(timeline::WIDEST);
+                out.push_str(&timeline::render(&events, width));
                 out.push('\n');
             }
         }

@@ -61,8 +61,25 @@ pub trait Op {
     fn call(&self, services: &mut Services, input: &Value) -> Result<Result<()>>;
 }
 
-/// Adapts a plain function to [`Op`]; `A` tells the signatures apart.
-pub struct Adapter<F, A>(F, PhantomData<A>);
+/// A plain function the lab can call as an operation; `A` tells the
+/// accepted signatures apart. A function with any other signature is a
+/// compile error at the `lab::serve!` line, which lists the signatures.
+#[diagnostic::on_unimplemented(
+    message = "`lab::serve!` cannot call this operation: the lab does not accept its signature",
+    label = "an operation here has parameters or a return type the lab cannot call",
+    note = "the operation is `{Self}`",
+    note = "the lab calls an operation with one of these signatures:
+    fn(&mut Db, &Email) -> Result<()>
+    fn(&mut Db, &Email, &Input) -> Result<()>
+    fn(&mut Db, &Providers, &Clock) -> Result<()>
+    fn(&mut Db, &Providers, &Clock, &Input) -> Result<()>
+    fn(&mut Db, &Providers, &Clock, &mut State) -> Result<()>
+keep the parameters the case was shipped with; one you no longer use stays, renamed with a leading underscore (`_email`)"
+)]
+pub trait Operation<A> {
+    /// Calls the function with what the signature asks for.
+    fn call_with(&self, services: &mut Services, input: &Value) -> Result<Result<()>>;
+}
 
 /// Marks `fn(&mut Db, &Email, &T)`: an operation with an input.
 pub struct WithInput<T>(PhantomData<T>);
@@ -79,60 +96,69 @@ fn input<T: DeserializeOwned>(input: &Value) -> Result<T> {
         .context("the step's input does not fit the operation's argument")
 }
 
-impl<F> Op for Adapter<F, ()>
+impl<F> Operation<()> for F
 where
     F: Fn(&mut Db, &Email) -> Result<()>,
 {
-    fn call(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
-        Ok((self.0)(&mut s.db, &s.providers.email))
+    fn call_with(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
+        Ok(self(&mut s.db, &s.providers.email))
     }
 }
 
-impl<F, T> Op for Adapter<F, WithInput<T>>
+impl<F, T> Operation<WithInput<T>> for F
 where
     F: Fn(&mut Db, &Email, &T) -> Result<()>,
     T: DeserializeOwned,
 {
-    fn call(&self, s: &mut Services, value: &Value) -> Result<Result<()>> {
+    fn call_with(&self, s: &mut Services, value: &Value) -> Result<Result<()>> {
         let input: T = input(value)?;
-        Ok((self.0)(&mut s.db, &s.providers.email, &input))
+        Ok(self(&mut s.db, &s.providers.email, &input))
     }
 }
 
-impl<F> Op for Adapter<F, Tick>
+impl<F> Operation<Tick> for F
 where
     F: Fn(&mut Db, &Providers, &Clock) -> Result<()>,
 {
-    fn call(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
-        Ok((self.0)(&mut s.db, &s.providers, &s.clock))
+    fn call_with(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
+        Ok(self(&mut s.db, &s.providers, &s.clock))
     }
 }
 
-impl<F, S> Op for Adapter<F, Keeping<S>>
+impl<F, S> Operation<Keeping<S>> for F
 where
     F: Fn(&mut Db, &Providers, &Clock, &mut S) -> Result<()>,
     S: Default + 'static,
 {
-    fn call(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
+    fn call_with(&self, s: &mut Services, _input: &Value) -> Result<Result<()>> {
         let mut state = s
             .state
             .remove(&TypeId::of::<S>())
             .and_then(|b| b.downcast::<S>().ok())
             .unwrap_or_default();
-        let outcome = (self.0)(&mut s.db, &s.providers, &s.clock, &mut state);
+        let outcome = self(&mut s.db, &s.providers, &s.clock, &mut state);
         s.state.insert(TypeId::of::<S>(), state);
         Ok(outcome)
     }
 }
 
-impl<F, T> Op for Adapter<F, TickWith<T>>
+impl<F, T> Operation<TickWith<T>> for F
 where
     F: Fn(&mut Db, &Providers, &Clock, &T) -> Result<()>,
     T: DeserializeOwned,
 {
-    fn call(&self, s: &mut Services, value: &Value) -> Result<Result<()>> {
+    fn call_with(&self, s: &mut Services, value: &Value) -> Result<Result<()>> {
         let input: T = input(value)?;
-        Ok((self.0)(&mut s.db, &s.providers, &s.clock, &input))
+        Ok(self(&mut s.db, &s.providers, &s.clock, &input))
+    }
+}
+
+/// Adapts a plain function to [`Op`].
+pub struct Adapter<F, A>(F, PhantomData<A>);
+
+impl<F: Operation<A>, A> Op for Adapter<F, A> {
+    fn call(&self, s: &mut Services, input: &Value) -> Result<Result<()>> {
+        self.0.call_with(s, input)
     }
 }
 
@@ -144,7 +170,8 @@ where
 /// lives as long as the process; each returns `lab::Result<()>`.
 pub fn op<F, A>(f: F) -> Box<dyn Op>
 where
-    Adapter<F, A>: Op + 'static,
+    F: Operation<A> + 'static,
+    A: 'static,
 {
     Box::new(Adapter(f, PhantomData))
 }

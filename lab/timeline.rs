@@ -3,8 +3,19 @@
 
 use crate::world::{Event, Kind, Lane};
 
-const INDENT: usize = 8;
-const WIDTH: [usize; 3] = [32, 28, 36];
+use colored::Colorize;
+
+/// The indent and the lanes' widths at [`WIDEST`] columns.
+const WIDE: (usize, [usize; 3]) = (8, [32, 28, 36]);
+/// The indent and the lanes' widths at [`NARROWEST`] columns: the provider
+/// lane, where the evidence is, shrinks least. Widths in between are drawn
+/// in between.
+const NARROW: (usize, [usize; 3]) = (6, [20, 25, 29]);
+/// The width a timeline takes when nothing says how wide the output is
+/// (piped, no `COLUMNS`), and at most on a terminal.
+pub const WIDEST: usize = 104;
+/// The narrowest width a timeline is drawn for: a smaller terminal wraps it.
+pub const NARROWEST: usize = 80;
 
 /// Keeps the events a learner needs to follow what happened to `focus` (an
 /// email address): that person's events, every start, crash and panic, and
@@ -22,22 +33,124 @@ pub fn focus<'a>(events: &'a [Event], focus: Option<&str>) -> Vec<&'a Event> {
         .collect()
 }
 
-/// Renders events as lanes, plain text, each line indented.
-pub fn render(events: &[&Event]) -> String {
+/// Renders events as lanes, each line indented, for output `width`
+/// columns wide (taken as [`NARROWEST`] when narrower, [`WIDEST`] when
+/// wider). Each row holds one event: its text starts in its lane and may
+/// run on into the empty lanes to its right, and wraps (keeping a
+/// parenthesis together) only when the line is full, so that no word of an
+/// error is lost. The lanes' header is dimmed when colour is on; the events
+/// are the evidence and are not.
+pub fn render(events: &[&Event], width: usize) -> String {
+    let width = width.clamp(NARROWEST, WIDEST);
+    let (indent, lanes) = layout(width);
     let mut out = String::new();
     let header = ["service", "database", "provider"];
-    out.push_str(&row(&header.map(String::from)));
-    out.push_str(&row(&WIDTH.map(|w| "─".repeat(w - 2))));
+    out.push_str(&format!(
+        "{}\n",
+        row(indent, &header.map(String::from), &lanes).dimmed()
+    ));
+    let rule = lanes.map(|w| "─".repeat(w - 2));
+    out.push_str(&format!("{}\n", row(indent, &rule, &lanes).dimmed()));
     for event in events {
-        let text = describe(event);
-        let cells = match event.kind.lane() {
-            Lane::Service => [text, String::new(), String::new()],
-            Lane::Database => [String::new(), text, String::new()],
-            Lane::Provider => [String::new(), String::new(), text],
+        let lane = match event.kind.lane() {
+            Lane::Service => 0,
+            Lane::Database => 1,
+            Lane::Provider => 2,
         };
-        out.push_str(&row(&cells));
+        let start = indent + lanes[..lane].iter().sum::<usize>();
+        // A line never reaches the last column, where terminals wrap.
+        let room = width - 1 - start;
+        for (i, line) in wrap(&describe(event), room).into_iter().enumerate() {
+            let indent = if i == 0 { start } else { start + 2 };
+            out.push_str(&format!("{}{line}\n", " ".repeat(indent)));
+        }
     }
     out
+}
+
+/// The indent and the lanes' widths for a line `width` columns wide,
+/// between [`NARROWEST`] and [`WIDEST`].
+fn layout(width: usize) -> (usize, [usize; 3]) {
+    let (small, big) = (NARROW, WIDE);
+    let span = WIDEST - NARROWEST;
+    let step = width - NARROWEST;
+    let between = |a: usize, b: usize| a + (b - a) * step / span;
+    let indent = between(small.0, big.0);
+    let first = between(small.1[0], big.1[0]);
+    let second = between(small.1[1], big.1[1]);
+    (indent, [first, second, width - indent - first - second])
+}
+
+/// `text` in lines of at most `room` characters, the second and later
+/// indented by two (so `room - 2` of text). Breaks between words, never
+/// inside a parenthesis that fits a line, and inside a word only when the
+/// word alone is too long.
+pub fn wrap(text: &str, room: usize) -> Vec<String> {
+    wrap_to(text, room, room.saturating_sub(2))
+}
+
+/// `text` in lines, the first at most `room` characters, the others at
+/// most `later`, broken as [`wrap`] breaks them.
+pub fn wrap_to(text: &str, room: usize, later: usize) -> Vec<String> {
+    if text.chars().count() <= room {
+        return vec![text.to_string()];
+    }
+    let room = room.max(8);
+    let later = later.max(8);
+    // Words, with a parenthesis that fits a line kept as one piece.
+    let mut pieces: Vec<String> = Vec::new();
+    let mut open: Option<String> = None;
+    for word in text.split(' ') {
+        match open.as_mut() {
+            Some(group) => {
+                group.push(' ');
+                group.push_str(word);
+                if word.contains(')') {
+                    let group = open.take().expect("a group is open");
+                    if group.chars().count() <= later {
+                        pieces.push(group);
+                    } else {
+                        pieces.extend(group.split(' ').map(String::from));
+                    }
+                }
+            }
+            None if word.starts_with('(') && !word.contains(')') => open = Some(word.to_string()),
+            None => pieces.push(word.to_string()),
+        }
+    }
+    if let Some(group) = open {
+        pieces.extend(group.split(' ').map(String::from));
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for piece in pieces {
+        let limit = if lines.is_empty() { room } else { later };
+        let len = line.chars().count();
+        let needed = piece.chars().count() + usize::from(len > 0);
+        if len > 0 && len + needed <= limit {
+            line.push(' ');
+            line.push_str(&piece);
+            continue;
+        }
+        if len > 0 {
+            lines.push(std::mem::take(&mut line));
+        }
+        let mut piece = piece;
+        loop {
+            let limit = if lines.is_empty() { room } else { later };
+            if piece.chars().count() <= limit {
+                line = piece;
+                break;
+            }
+            let head: String = piece.chars().take(limit).collect();
+            piece = piece.chars().skip(limit).collect();
+            lines.push(head);
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 fn describe(e: &Event) -> String {
@@ -81,20 +194,53 @@ fn short(address: &str) -> String {
     address.split('@').next().unwrap_or(address).to_string()
 }
 
-fn row(cells: &[String; 3]) -> String {
-    let mut line = " ".repeat(INDENT);
-    for (cell, width) in cells.iter().zip(WIDTH) {
-        line.push_str(&fit(cell, width));
+/// The header's cells, each padded to its lane.
+fn row(indent: usize, cells: &[String; 3], lanes: &[usize; 3]) -> String {
+    let mut line = " ".repeat(indent);
+    for (cell, width) in cells.iter().zip(lanes) {
+        let count = cell.chars().count();
+        line.push_str(cell);
+        line.push_str(&" ".repeat(width.saturating_sub(count)));
     }
-    format!("{}\n", line.trim_end())
+    line.trim_end().to_string()
 }
 
-fn fit(text: &str, width: usize) -> String {
-    let count = text.chars().count();
-    if count < width {
-        format!("{text}{}", " ".repeat(width - count))
-    } else {
-        let cut: String = text.chars().take(width - 3).collect();
-        format!("{cut}… ")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_text_is_one_line() {
+        assert_eq!(
+            wrap("COMMIT (relay commit 1)", 40),
+            ["COMMIT (relay commit 1)"]
+        );
+    }
+
+    #[test]
+    fn a_parenthesis_stays_on_one_line() {
+        let text = "error: no answer in time: the email provider did not answer (the message may have gone out)";
+        assert_eq!(
+            wrap(text, 71),
+            [
+                "error: no answer in time: the email provider did not answer",
+                "(the message may have gone out)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_word_longer_than_a_line_is_cut_into_lines() {
+        assert_eq!(wrap("aaaaaaaaaaaa bb", 10), ["aaaaaaaaaa", "aa bb"]);
+    }
+
+    #[test]
+    fn lanes_fill_the_line() {
+        assert_eq!(layout(WIDEST), WIDE);
+        assert_eq!(layout(NARROWEST), NARROW);
+        for width in NARROWEST..=WIDEST {
+            let (indent, lanes) = layout(width);
+            assert_eq!(indent + lanes.iter().sum::<usize>(), width);
+        }
     }
 }

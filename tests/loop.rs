@@ -560,6 +560,18 @@ fn watch_manual_checks_again_on_enter_and_picks_the_first_chapter_to_do() {
     watch.send("");
     let second = watch.verdict(A_CHECK);
     assert!(second.starts_with("8 of 8"), "{second}");
+    watch.wait_for("what was proven", A_CHECK, |l| {
+        l.starts_with("case 1 passes: all 8 properties hold")
+    });
+    watch.wait_for("the offer to move on", A_CHECK, |l| {
+        l.contains("press n to move on to case 2")
+    });
+
+    // n moves on to the next chapter and checks it.
+    watch.send("n");
+    let header = watch.wait_for("the next header", FIRST_BUILD, |l| l.starts_with("case "));
+    assert!(header.starts_with("case 2: "), "{header}");
+    watch.verdict(FIRST_BUILD);
     watch.quit();
     assert_eq!(status(&shop), "passing");
 }

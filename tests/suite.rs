@@ -28,3 +28,4 @@ mod learner;
 #[path = "loop.rs"]
 mod learners_loop;
 mod registry;
+mod terminal;

@@ -12,7 +12,8 @@ use colored::Colorize;
 use serde::Serialize;
 
 use super::{
-    does_not_compile, file_of, prepare, Prepared, Which, EXIT_ERROR, EXIT_FAIL, EXIT_PASS,
+    does_not_compile, file_of, prepare, prepare_warned, Prepared, Which, EXIT_ERROR, EXIT_FAIL,
+    EXIT_PASS,
 };
 use crate::catalogue;
 use crate::chapter::{fingerprint, Chapter, CheckOptions, DEFAULT_SEEDS};
@@ -48,7 +49,8 @@ pub(super) enum Graded {
 /// learner's file in the progress file.
 pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result<Graded> {
     let started = Instant::now();
-    let case = match prepare(root, chapter, &options.which, options.timeout)? {
+    let (prepared, warnings) = prepare_warned(root, chapter, &options.which, options.timeout)?;
+    let case = match prepared {
         Prepared::Ready(case) => case,
         Prepared::DoesNotCompile(errors) => {
             if options.records_progress() {
@@ -98,6 +100,7 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         verdicts: checked.verdicts,
         processes: checked.processes,
         seconds: started.elapsed().as_secs_f64(),
+        warnings,
     };
     // The verdict is for the bytes the binary was built from, which
     // `prepare` found equal to the file; a save made since is not it.
@@ -119,8 +122,43 @@ fn remember(root: &Path, chapter: &Chapter, version: Option<u64>, passed: bool) 
     }
 }
 
+/// What to do after `chapter` passes: read the next chapter, or, after the
+/// last one written, see where you stand.
+pub(super) fn next_step(chapters: &[Chapter], chapter: &Chapter) -> String {
+    match chapters.iter().find(|c| c.number > chapter.number) {
+        Some(next) => format!("Next: `notify read {}`.", next.number),
+        None => {
+            let planned = super::PLANNED.get().copied().unwrap_or_default();
+            match (planned.first(), planned.last()) {
+                (Some(first), Some(last)) => format!(
+                    "That is the last chapter written (chapters {}–{} are planned); `notify list` shows where you stand.",
+                    first.number, last.number
+                ),
+                _ => "That is the last chapter; `notify list` shows where you stand.".to_string(),
+            }
+        }
+    }
+}
+
+/// The line under a check of the learner's case where every property held:
+/// what was proven, and what comes next.
+pub(super) fn passed_line(chapters: &[Chapter], chapter: &Chapter, report: &CheckReport) -> String {
+    let Some(proven) = report.proven() else {
+        return String::new();
+    };
+    let head = format!("case {} passes:", chapter.number);
+    let text = format!("{head} {proven}. {}", next_step(chapters, chapter));
+    let line = crate::report::lines("", 0, &text, 2, crate::report::columns(), |t| t.to_string());
+    line.replacen(&head, &head.green().bold().to_string(), 1)
+}
+
 /// `notify check N`.
-pub(super) fn one(root: &Path, chapter: &Chapter, options: &Options) -> Result<i32> {
+pub(super) fn one(
+    root: &Path,
+    chapters: &[Chapter],
+    chapter: &Chapter,
+    options: &Options,
+) -> Result<i32> {
     match grade(root, chapter, options)? {
         Graded::DoesNotCompile(errors) => {
             eprint!("{errors}");
@@ -128,10 +166,14 @@ pub(super) fn one(root: &Path, chapter: &Chapter, options: &Options) -> Result<i
             Ok(EXIT_ERROR)
         }
         Graded::Report(report) => {
+            eprint!("{}", report.warnings);
             if options.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 print!("{}", report.render());
+                if options.records_progress() {
+                    print!("{}", passed_line(chapters, chapter, &report));
+                }
             }
             Ok(if report.passed { EXIT_PASS } else { EXIT_FAIL })
         }
@@ -277,6 +319,7 @@ fn row(root: &Path, chapter: &Chapter, options: &Options) -> Row {
     let mut row = empty_row(chapter, options);
     match grade(root, chapter, options) {
         Ok(Graded::Report(report)) => {
+            eprint!("{}", report.warnings);
             row.verdict = if report.passed { "pass" } else { "fail" };
             row.held = report.verdicts.iter().filter(|v| v.pass).count();
             row.properties = report.verdicts.len();

@@ -14,6 +14,8 @@ pub(super) enum Key {
     Hint,
     /// `r`: play the case's batch, as `notify run N` does.
     Run,
+    /// `n`: move on to the next chapter, once this one passes.
+    Next,
     /// Enter: check again now.
     Check,
     /// `q`, Esc, or the end of the input.
@@ -74,6 +76,7 @@ fn read_presses<T>(tx: Sender<T>, wrap: fn(Key) -> T) {
                     KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
                     KeyCode::Char('h') => Key::Hint,
                     KeyCode::Char('r') => Key::Run,
+                    KeyCode::Char('n') => Key::Next,
                     KeyCode::Enter => Key::Check,
                     _ => continue,
                 }
@@ -94,6 +97,7 @@ fn read_lines<T>(tx: Sender<T>, wrap: fn(Key) -> T) {
             "q" | "quit" => Key::Quit,
             "h" | "hint" => Key::Hint,
             "r" | "run" => Key::Run,
+            "n" | "next" => Key::Next,
             "" => Key::Check,
             _ => Key::Other,
         };

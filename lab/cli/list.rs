@@ -38,6 +38,12 @@ pub(super) fn list(root: &Path, chapters: &[Chapter]) {
             Status::InProgress => status.label().yellow(),
             Status::Passing => status.label().green(),
         };
+        // A chapter done once and reset is not a chapter never done.
+        let label = if status != Status::Passing && progress.passed_once(chapter) {
+            format!("{} · {label}", "passed before".green())
+        } else {
+            label.to_string()
+        };
         println!(
             "{:>3}  {:<title_width$}  {:<file_width$}  {label}",
             chapter.number, chapter.title, chapter.case_file

@@ -78,20 +78,9 @@ pub(super) fn reset(root: &Path, chapters: &[&Chapter], yes: bool) -> Result<i32
     let backups = backup_folder(root)?;
     for (chapter, shipped, current) in todo {
         let target = root.join(chapter.case_file);
+        let saved = current.is_some();
         if let Some(current) = current {
-            let saved = backups.join(chapter.case_file);
-            let folder = saved.parent().expect("a case file is in a folder");
-            std::fs::create_dir_all(folder).with_context(|| {
-                format!("could not create the backup folder {}", folder.display())
-            })?;
-            std::fs::write(&saved, current)
-                .with_context(|| format!("could not save your case in {}", saved.display()))?;
-            println!(
-                "case {}: saved your {} in {}",
-                chapter.number,
-                chapter.case_file,
-                relative(root, &saved)
-            );
+            save(root, &backups, chapter, &current)?;
         }
         std::fs::write(&target, shipped)
             .with_context(|| format!("could not write {}", target.display()))?;
@@ -99,8 +88,121 @@ pub(super) fn reset(root: &Path, chapters: &[&Chapter], yes: bool) -> Result<i32
             "case {}: {} is back as shipped.",
             chapter.number, chapter.case_file
         );
+        if saved {
+            println!(
+                "case {}: `notify reset {} --restore` brings your version back.",
+                chapter.number, chapter.number
+            );
+        }
     }
     Ok(EXIT_PASS)
+}
+
+/// Saves `bytes`, the learner's `chapter` case, in the backup folder `backups`.
+fn save(root: &Path, backups: &Path, chapter: &Chapter, bytes: &[u8]) -> Result<()> {
+    let saved = backups.join(chapter.case_file);
+    let folder = saved.parent().expect("a case file is in a folder");
+    std::fs::create_dir_all(folder)
+        .with_context(|| format!("could not create the backup folder {}", folder.display()))?;
+    std::fs::write(&saved, bytes)
+        .with_context(|| format!("could not save your case in {}", saved.display()))?;
+    println!(
+        "case {}: saved your {} in {}",
+        chapter.number,
+        chapter.case_file,
+        relative(root, &saved)
+    );
+    Ok(())
+}
+
+/// `notify reset N --restore`: puts back the learner's latest version of
+/// `chapter`'s case saved in `.notify/backups/`. The file it replaces is
+/// saved first, unless it is as shipped or the very version restored; the
+/// learner is asked first (unless `yes`) when it holds changes of theirs.
+pub(super) fn restore(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32> {
+    let Some(backup) = latest_backup(root, chapter) else {
+        eprintln!(
+            "error: there is no saved version of {} in .notify/backups/ to restore: `notify reset {}` saves one before it resets.",
+            chapter.case_file, chapter.number
+        );
+        return Ok(EXIT_ERROR);
+    };
+    let restored =
+        std::fs::read(&backup).with_context(|| format!("could not read {}", backup.display()))?;
+    let target = root.join(chapter.case_file);
+    let current = std::fs::read(&target).ok();
+    if current.as_deref() == Some(&restored[..]) {
+        println!(
+            "case {}: {} is the version saved in {} already.",
+            chapter.number,
+            chapter.case_file,
+            relative(root, &backup)
+        );
+        return Ok(EXIT_PASS);
+    }
+    let changed = current
+        .as_deref()
+        .is_some_and(|bytes| fingerprint(bytes) != chapter.shipped_hash);
+    if changed && !yes {
+        let question = format!(
+            "This replaces {} with your version saved in {}. The file as it is now is saved first. Restore? [y/N]",
+            chapter.case_file,
+            relative(root, &backup)
+        );
+        match confirm(&question)? {
+            Answer::Yes => {}
+            Answer::No => {
+                println!("nothing was restored.");
+                return Ok(EXIT_PASS);
+            }
+            Answer::NobodyToAsk => {
+                eprintln!(
+                    "error: restoring asks before replacing {}, which holds changes, and there is no terminal to ask on.\nAdd --yes to restore without asking (the file as it is now is saved in .notify/backups/ first).",
+                    chapter.case_file
+                );
+                return Ok(EXIT_ERROR);
+            }
+        }
+    }
+    if let (true, Some(current)) = (changed, current) {
+        save(root, &backup_folder(root)?, chapter, &current)?;
+    }
+    std::fs::write(&target, restored)
+        .with_context(|| format!("could not write {}", target.display()))?;
+    println!(
+        "case {}: restored your {} from {}",
+        chapter.number,
+        chapter.case_file,
+        relative(root, &backup)
+    );
+    Ok(EXIT_PASS)
+}
+
+/// The latest saved copy of `chapter`'s case in `.notify/backups/`: the
+/// backup folders are named by time, and two in one second by a number.
+fn latest_backup(root: &Path, chapter: &Chapter) -> Option<PathBuf> {
+    let base = root.join(".notify").join("backups");
+    let mut found: Vec<((String, u64), PathBuf)> = std::fs::read_dir(&base)
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let saved = entry.path().join(chapter.case_file);
+            if !saved.is_file() {
+                return None;
+            }
+            let key = match name.rsplit_once('-') {
+                // `20260131-235959-2`: the second backup of that second.
+                Some((stamp, n)) if stamp.contains('-') => {
+                    (stamp.to_string(), n.parse().unwrap_or(0))
+                }
+                _ => (name, 1),
+            };
+            Some((key, saved))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, path)| path)
 }
 
 /// A new folder `.notify/backups/<UTC time>` (with a suffix when two resets

@@ -1,4 +1,5 @@
-//! Small things about the terminal: links and clearing the screen.
+//! Small things about the terminal: links, and whether it understands
+//! escape codes at all.
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -6,10 +7,16 @@ use std::path::Path;
 /// `text` as a clickable link to the file at `path` (an OSC 8 hyperlink to
 /// its file:// URL) when standard output is a terminal; plain text otherwise.
 pub(super) fn file_link(path: &Path, text: &str) -> String {
-    if !std::io::stdout().is_terminal() {
+    if !std::io::stdout().is_terminal() || dumb() {
         return text.to_string();
     }
     format!("\x1b]8;;{}\x1b\\{text}\x1b]8;;\x1b\\", file_url(path))
+}
+
+/// True under `TERM=dumb`: a terminal that understands no escape codes
+/// (no links, no clearing, no moving the cursor).
+pub(super) fn dumb() -> bool {
+    std::env::var("TERM").is_ok_and(|term| term == "dumb")
 }
 
 /// The file:// URL of an absolute path, with the bytes a URL cannot carry

@@ -19,8 +19,8 @@ use fswatch::{EventKind, RecursiveMode, Watcher};
 
 use super::check::{self, Graded, Options};
 use super::keys::{Key, Keys};
-use super::terminal::file_link;
-use super::{does_not_compile, hint, prepare, Prepared, Which, EXIT_PASS};
+use super::terminal::{dumb, file_link};
+use super::{does_not_compile, hint, prepare_warned, Prepared, Which, EXIT_PASS};
 use crate::chapter::{fingerprint, Chapter};
 use crate::progress::{Progress, Status};
 
@@ -53,24 +53,20 @@ pub(super) fn watch(
     manual: bool,
     timeout: Duration,
 ) -> Result<i32> {
-    let path = root.join(chapter.case_file);
     let (tx, rx) = mpsc::channel();
-    let _watcher = if manual {
+    let watcher = if manual {
         None
     } else {
-        Some(start_watcher(&path, tx.clone()).map_err(|err| {
-            anyhow!(
-                "could not watch {} for saves: {err}.\n`notify watch {} --manual` works without watching: it checks again each time you press Enter.",
-                path.parent().unwrap_or(root).display(),
-                chapter.number
-            )
-        })?)
+        Some(watch_file(root, chapter, tx.clone())?)
     };
-    let keys = Keys::start(tx, Signal::Key).context("could not read keys from the terminal")?;
+    let keys =
+        Keys::start(tx.clone(), Signal::Key).context("could not read keys from the terminal")?;
     let mut session = Session {
         root,
         chapters,
         chapter,
+        watcher,
+        tx,
         manual,
         options: Options {
             which: Which::default(),
@@ -88,6 +84,22 @@ pub(super) fn watch(
     drop(keys);
     println!();
     Ok(EXIT_PASS)
+}
+
+/// Watches `chapter`'s case file for saves, or says how to do without.
+fn watch_file(
+    root: &Path,
+    chapter: &Chapter,
+    tx: Sender<Signal>,
+) -> Result<fswatch::RecommendedWatcher> {
+    let path = root.join(chapter.case_file);
+    start_watcher(&path, tx).map_err(|err| {
+        anyhow!(
+            "could not watch {} for saves: {err}.\n`notify watch {} --manual` works without watching: it checks again each time you press Enter.",
+            path.parent().unwrap_or(root).display(),
+            chapter.number
+        )
+    })
 }
 
 /// Watches the folder of the file at `path`, reporting events that touch
@@ -124,6 +136,10 @@ struct Session<'a> {
     root: &'a Path,
     chapters: &'a [Chapter],
     chapter: &'a Chapter,
+    /// What watches the case file (none with `--manual`).
+    watcher: Option<fswatch::RecommendedWatcher>,
+    /// Where a new watcher sends, on moving to the next chapter.
+    tx: Sender<Signal>,
     manual: bool,
     options: Options,
     screen: Screen,
@@ -133,7 +149,7 @@ struct Session<'a> {
     hints_shown: usize,
 }
 
-impl Session<'_> {
+impl<'a> Session<'a> {
     fn serve(&mut self, rx: &Receiver<Signal>) {
         let mut queued: VecDeque<Signal> = VecDeque::new();
         loop {
@@ -163,6 +179,7 @@ impl Session<'_> {
                 Signal::Key(Key::Check) => self.check(),
                 Signal::Key(Key::Hint) => self.hint(),
                 Signal::Key(Key::Run) => self.run(),
+                Signal::Key(Key::Next) => self.next(),
                 Signal::Key(Key::Other) => self.screen.print(&format!("{}\n", self.keys_line())),
                 Signal::WatchFailed(err) => self.screen.print(&format!(
                     "{} watching {} failed: {err}.\nIf saves stop being noticed, quit and use `notify watch {} --manual`.\n",
@@ -194,11 +211,26 @@ impl Session<'_> {
         )
     }
 
+    /// The chapter after this one, when this one passes.
+    fn next_chapter(&self) -> Option<&'a Chapter> {
+        let passes = Progress::load(self.root).status(self.root, self.chapter) == Status::Passing;
+        let chapters: &'a [Chapter] = self.chapters;
+        chapters
+            .iter()
+            .find(|c| c.number > self.chapter.number)
+            .filter(|_| passes)
+    }
+
     fn keys_line(&self) -> String {
-        let keys = if self.screen.raw {
-            "h hint · r run · q quit"
+        let next = if self.next_chapter().is_some() {
+            "n next chapter · "
         } else {
-            "h hint · r run · q quit (type a letter, then Enter)"
+            ""
+        };
+        let keys = if self.screen.raw {
+            format!("{next}h hint · r run · q quit")
+        } else {
+            format!("{next}h hint · r run · q quit (type a letter, then Enter)")
         };
         if self.manual {
             format!("press Enter to check again · {keys}")
@@ -223,7 +255,12 @@ impl Session<'_> {
             self.chapter.case_file
         ));
         let body = match check::grade(self.root, self.chapter, &self.options) {
-            Ok(Graded::Report(report)) => report.render(),
+            Ok(Graded::Report(report)) => format!(
+                "{}{}{}",
+                report.warnings,
+                report.render(),
+                check::passed_line(self.chapters, self.chapter, &report)
+            ),
             Ok(Graded::DoesNotCompile(errors)) => format!(
                 "{errors}{}\n",
                 does_not_compile(self.chapter, &self.options.which)
@@ -240,19 +277,51 @@ impl Session<'_> {
         let progress = Progress::load(self.root);
         let mut out = String::new();
         if progress.status(self.root, self.chapter) == Status::Passing {
-            match progress.next(self.root, self.chapters) {
+            match self.next_chapter() {
                 Some(next) => out.push_str(&format!(
-                    "{} next: notify watch {}\n",
+                    "{} press n to move on to case {}: {} ({})\n",
                     format!("case {} passes.", self.chapter.number)
                         .green()
                         .bold(),
-                    next.number
+                    next.number,
+                    next.title,
+                    next.case_file
                 )),
-                None => out.push_str(&format!("{}\n", "every chapter passes.".green().bold())),
+                None if progress.next(self.root, self.chapters).is_none() => {
+                    out.push_str(&format!("{}\n", "every chapter passes.".green().bold()))
+                }
+                None => {}
             }
         }
         out.push_str(&self.keys_line());
         out
+    }
+
+    /// Moves on to the next chapter, once this one passes: watches its
+    /// case file instead, and checks it.
+    fn next(&mut self) {
+        let Some(next) = self.next_chapter() else {
+            self.screen.print(&format!(
+                "case {} does not pass yet: n moves on once it does.\n{}\n",
+                self.chapter.number,
+                self.keys_line()
+            ));
+            return;
+        };
+        if !self.manual {
+            // The old watcher goes first: one folder, one watch.
+            self.watcher = None;
+            match watch_file(self.root, next, self.tx.clone()) {
+                Ok(watcher) => self.watcher = Some(watcher),
+                Err(err) => {
+                    self.screen
+                        .print(&format!("{} {err:#}\n", "error:".red().bold()));
+                    return;
+                }
+            }
+        }
+        self.chapter = next;
+        self.check();
     }
 
     /// Shows the hint under the verdict; pressed again, the second hint.
@@ -275,15 +344,18 @@ impl Session<'_> {
             self.header(),
             self.chapter.bin
         ));
-        let body = match prepare(
+        let body = match prepare_warned(
             self.root,
             self.chapter,
             &self.options.which,
             self.options.timeout,
         ) {
-            Ok(Prepared::Ready(case)) => (self.chapter.run)(&case)
-                .unwrap_or_else(|err| format!("{} {err:#}\n", "error:".red().bold())),
-            Ok(Prepared::DoesNotCompile(errors)) => format!(
+            Ok((Prepared::Ready(case), warnings)) => format!(
+                "{warnings}{}",
+                (self.chapter.run)(&case)
+                    .unwrap_or_else(|err| format!("{} {err:#}\n", "error:".red().bold()))
+            ),
+            Ok((Prepared::DoesNotCompile(errors), _)) => format!(
                 "{errors}{}\n",
                 does_not_compile(self.chapter, &self.options.which)
             ),
@@ -312,16 +384,17 @@ impl Screen {
     fn new(raw: bool) -> Screen {
         Screen {
             raw,
-            redraw: raw && std::io::stdout().is_terminal(),
+            redraw: raw && std::io::stdout().is_terminal() && !dumb(),
         }
     }
 
+    /// Clears the screen for the next verdict. The scrollback is kept
+    /// (no ESC[3J): what the learner saw before stays a scroll away.
     fn clear(&self) {
         if self.redraw {
             let _ = crossterm::execute!(
                 std::io::stdout(),
                 crossterm::terminal::Clear(crossterm::terminal::ClearType::All),
-                crossterm::terminal::Clear(crossterm::terminal::ClearType::Purge),
                 crossterm::cursor::MoveTo(0, 0)
             );
         }

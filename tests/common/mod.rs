@@ -15,6 +15,8 @@ pub fn notify_in(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("NO_COLOR", "1")
+        // Piped output as the chapters show it, whatever the shell exports.
+        .env_remove("COLUMNS")
         .output()
         .expect("the notify binary runs")
 }

@@ -72,6 +72,7 @@ impl Workshop {
             .args(args)
             .current_dir(self.dir.path())
             .env("NO_COLOR", "1")
+            .env_remove("COLUMNS")
             .env("CARGO_TARGET_DIR", &self.target)
             .stdin(Stdio::null());
         command
