@@ -64,6 +64,9 @@ enum Command {
         /// Seconds one case process may run before it counts as hung
         #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
         timeout: f64,
+        /// Show every line the case printed, not only the last ones
+        #[arg(long)]
+        show_output: bool,
     },
     /// Grades a chapter's case under faults: one PASS/FAIL line per property
     Check {
@@ -233,6 +236,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             chapter,
             which,
             timeout,
+            show_output,
         } => {
             let chapter = find_chapter(chapters, &chapter)?;
             let timeout = timeout_of(timeout)?;
@@ -244,7 +248,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                     return Ok(EXIT_ERROR);
                 }
             };
-            run(chapter, &case)
+            run(chapter, &case, show_output)
         }
         Command::Check {
             chapter,
@@ -310,9 +314,12 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
     }
 }
 
+/// How many lines of the case's output `run` shows, unless asked for all.
+const RUN_OUTPUT_LINES: usize = 60;
+
 /// `notify run N`: the chapter's story, what the case printed, and exit 2
 /// when a process of the case hung, crashed or ended before its plan was done.
-fn run(chapter: &Chapter, case: &Case) -> Result<i32> {
+fn run(chapter: &Chapter, case: &Case, show_output: bool) -> Result<i32> {
     case.keep_outputs();
     crate::status::enable(true);
     crate::status::label(&format!("playing case {}", chapter.number));
@@ -321,7 +328,9 @@ fn run(chapter: &Chapter, case: &Case) -> Result<i32> {
     print!("{}", story?);
     let outputs = case.outputs();
     let outputs: Vec<&crate::output::Output> = outputs.iter().collect();
-    print!("{}", crate::report::printed(&outputs, None, "", 0));
+    let limit = (!show_output).then_some(RUN_OUTPUT_LINES);
+    let more = format!("`notify run {} --show-output` shows all", chapter.number);
+    print!("{}", crate::report::printed(&outputs, limit, &more, 0));
     let incidents = case.incidents();
     let Some(first) = incidents.first() else {
         return Ok(EXIT_PASS);

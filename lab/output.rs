@@ -268,6 +268,9 @@ pub mod capture {
     /// only when it printed, so hours of quiet ticks write nothing.
     pub fn end(op: Option<&str>, subject: Option<&str>, before: u64) {
         if printed() > before {
+            // Never skipped as a repeat: each tick that printed claims its
+            // own lines.
+            *crate::db::lock(&LAST) = None;
             write_marker(&format!(
                 "\0/{}\t{}\0",
                 op.unwrap_or(""),
