@@ -239,8 +239,7 @@ impl Case {
                 {
                     told = Some(Instant::now());
                     crate::status::waiting(Some(format!(
-                        "waiting on {}: {} ({:.0} s; it counts as hung at {:.1} s)",
-                        self.name,
+                        "waiting on {}: {:.0} s (hung at {:.1} s)",
                         doing(&plans[i], last_step(&plans[i])),
                         started.elapsed().as_secs_f64(),
                         self.timeout.as_secs_f64()

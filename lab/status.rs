@@ -109,7 +109,7 @@ fn draw(line: &mut Line, now: bool) {
     }
     let played = PLAYED.load(Ordering::Relaxed);
     let mut text = line.label.clone();
-    if played > 0 {
+    if played > 0 && line.waiting.is_none() {
         text.push_str(&format!(
             " · {played} case process{} played",
             if played == 1 { "" } else { "es" }
@@ -118,8 +118,12 @@ fn draw(line: &mut Line, now: bool) {
     if let Some(waiting) = &line.waiting {
         text.push_str(&format!(" · {waiting}"));
     }
+    // A terminal that does not say its width (0 columns) gets 80.
     let width = crossterm::terminal::size()
+        .ok()
         .map(|(w, _)| w as usize)
+        .filter(|&w| w > 0)
+        .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
         .unwrap_or(80)
         .saturating_sub(1)
         .max(20);
