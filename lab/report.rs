@@ -82,7 +82,7 @@ pub struct CheckReport {
     /// that comes before every property, since nothing after it could be
     /// judged.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<Incident>,
+    pub stopped: Option<Box<Incident>>,
     /// Show every line the case printed, not only the last ones.
     #[serde(skip)]
     pub show_output: bool,
@@ -243,26 +243,42 @@ pub fn printed(outputs: &[&Output], limit: Option<usize>, more: &str, indent: us
     let mut seen = 0;
     for output in outputs {
         let mut heading = None;
+        // A line repeated straight after itself (a warning every tick) is
+        // shown once, with how many times it came.
+        let mut repeated: Option<(&str, usize)> = None;
+        let flush = |out: &mut String, repeated: &mut Option<(&str, usize)>| {
+            if let Some((text, n)) = repeated.take() {
+                let times = if n > 1 {
+                    format!(" {}", format!("({n} times)").dimmed())
+                } else {
+                    String::new()
+                };
+                out.push_str(&format!("{pad}    {text}{times}\n"));
+            }
+        };
         for line in &output.lines {
             seen += 1;
             if seen <= skip {
                 continue;
             }
-            let here = line.call;
-            if heading.as_ref() != Some(&here) {
+            let here = (line.op.as_deref(), line.subject.as_deref());
+            if heading != Some(here) {
+                flush(&mut out, &mut repeated);
                 out.push_str(&format!(
                     "{pad}  {}\n",
-                    format!(
-                        "process {}, {}:",
-                        output.process,
-                        operation(line.op.as_deref(), line.subject.as_deref())
-                    )
-                    .dimmed()
+                    format!("process {}, {}:", output.process, operation(here.0, here.1)).dimmed()
                 ));
                 heading = Some(here);
             }
-            out.push_str(&format!("{pad}    {}\n", line.text));
+            match &mut repeated {
+                Some((text, n)) if *text == line.text => *n += 1,
+                _ => {
+                    flush(&mut out, &mut repeated);
+                    repeated = Some((&line.text, 1));
+                }
+            }
         }
+        flush(&mut out, &mut repeated);
         if let Some(note) = output.cut_note() {
             out.push_str(&format!(
                 "{pad}  {}\n",

@@ -150,7 +150,7 @@ impl Case {
     /// The incidents of the case's processes, the same order on every run.
     pub fn incidents(&self) -> Vec<Incident> {
         let mut all = crate::db::lock(&self.log).incidents.clone();
-        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all.sort_by_key(|a| a.key);
         all
     }
 

@@ -95,7 +95,11 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
     crate::status::clear();
     // A hang or an early end is reported once, before the properties it
     // kept from being judged: the first one, in the same order every run.
-    let stopped = case.incidents().into_iter().find(|i| i.stops_the_plan());
+    let stopped = case
+        .incidents()
+        .into_iter()
+        .find(|i| i.stops_the_plan())
+        .map(Box::new);
     let report = CheckReport {
         chapter: chapter.number,
         title: chapter.title.to_string(),
