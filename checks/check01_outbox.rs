@@ -269,6 +269,11 @@ fn run(case: &Case) -> Result<String> {
     let played = play(case, &batch, None)?;
     let mut out = format!("sending {} invitations\n", batch.invites.len());
     for invite in &batch.invites {
+        let tried = played.history.events.iter().any(|e| {
+            e.kind == Kind::Call
+                && e.op.as_deref() == Some("invite")
+                && e.subject.as_deref() == Some(invite.email.as_str())
+        });
         let outcome = if played.is_member(&invite.email) {
             "added".to_string()
         } else {
@@ -277,7 +282,8 @@ fn run(case: &Case) -> Result<String> {
                     "no free seat, rolled back".to_string()
                 }
                 Some(err) => format!("failed: {}", lab::timeline::plain_error(err)),
-                None => "not added".to_string(),
+                None if tried => "not added".to_string(),
+                None => "never tried: the case stopped before it".to_string(),
             }
         };
         out.push_str(&format!(

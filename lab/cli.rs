@@ -65,6 +65,9 @@ enum Command {
         /// Seconds one case process may run before it counts as hung
         #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
         timeout: f64,
+        /// Show every line the case printed, not only the last ones
+        #[arg(long)]
+        show_output: bool,
     },
     /// Grades a chapter's case under faults: one PASS/FAIL line per property
     Check {
@@ -89,6 +92,10 @@ enum Command {
         /// Print the verdicts as JSON
         #[arg(long)]
         json: bool,
+        /// Show every line the case printed in a reported scenario, not
+        /// only the last ones
+        #[arg(long)]
+        show_output: bool,
         /// Grade nothing: print the --variant's patch (or the --solution), or
         /// with neither, list the chapter's variants (for instructors)
         #[arg(long, conflicts_with_all = ["all", "json", "seed"])]
@@ -196,6 +203,7 @@ static PLANNED: std::sync::OnceLock<&'static [Planned]> = std::sync::OnceLock::n
 /// returns the exit code.
 pub fn main(chapters: &[Chapter], planned: &'static [Planned]) -> i32 {
     let _ = PLANNED.set(planned);
+    quiet_on_closed_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -237,6 +245,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             chapter,
             which,
             timeout,
+            show_output,
         } => {
             let chapter = find_chapter(chapters, &chapter)?;
             let timeout = timeout_of(timeout)?;
@@ -248,8 +257,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                     return Ok(EXIT_ERROR);
                 }
             };
-            print!("{}", (chapter.run)(&case)?);
-            Ok(EXIT_PASS)
+            run(chapter, &case, show_output)
         }
         Command::Check {
             chapter,
@@ -259,6 +267,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             thorough,
             timeout,
             json,
+            show_output,
             show,
         } => {
             if show {
@@ -272,6 +281,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 thorough,
                 timeout,
                 json,
+                show_output,
             };
             if all {
                 check::all(&root, chapters, &options)
@@ -320,6 +330,98 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
         Command::Try { .. } | Command::Completions { .. } => unreachable!("handled above"),
     }
 }
+
+/// How many lines of the case's output `run` shows, unless asked for all.
+const RUN_OUTPUT_LINES: usize = 60;
+
+/// `notify run N`: the chapter's story, what the case printed, and exit 2
+/// when a process of the case hung, crashed or ended before its plan was done.
+fn run(chapter: &Chapter, case: &Case, show_output: bool) -> Result<i32> {
+    case.keep_outputs();
+    crate::status::enable(true);
+    crate::status::label(&format!("playing case {}", chapter.number));
+    let story = (chapter.run)(case);
+    crate::status::finish();
+    print!("{}", story?);
+    let outputs = case.outputs();
+    let outputs: Vec<&crate::output::Output> = outputs.iter().collect();
+    let limit = (!show_output).then_some(RUN_OUTPUT_LINES);
+    let more = format!("`notify run {} --show-output` shows all", chapter.number);
+    print!("{}", crate::report::printed(&outputs, limit, &more, 0));
+    let incidents = case.incidents();
+    let Some(first) = incidents.first() else {
+        return Ok(EXIT_PASS);
+    };
+    eprintln!(
+        "{} case {} did not play its story to the end: process {} {}",
+        "error:".red().bold(),
+        chapter.number,
+        first.process,
+        first.exit.describe()
+    );
+    Ok(EXIT_ERROR)
+}
+
+/// Makes a closed standard output end `notify` quietly, as it ends other
+/// Unix tools (`notify list | head -1`), and makes a signal that ends
+/// `notify` end the case processes it started too.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        if message.contains("Broken pipe") || message.contains("os error 32") {
+            crate::runner::stop_all();
+            end_by_broken_pipe();
+        }
+        default(info);
+    }));
+    stop_children_on_signals();
+}
+
+#[cfg(unix)]
+fn end_by_broken_pipe() -> ! {
+    // SAFETY: restores the default action of SIGPIPE and raises it, so the
+    // shell sees what it sees of any tool whose reader went away.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    std::process::exit(141)
+}
+
+#[cfg(not(unix))]
+fn end_by_broken_pipe() -> ! {
+    std::process::exit(EXIT_PASS)
+}
+
+#[cfg(unix)]
+fn stop_children_on_signals() {
+    extern "C" fn stop(signal: libc::c_int) {
+        crate::runner::stop_all();
+        // SAFETY: async-signal-safe calls only: kill, signal, raise.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only makes async-signal-safe calls.
+        unsafe {
+            libc::signal(
+                signal,
+                stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn stop_children_on_signals() {}
 
 /// The chapter numbered `raw`, or an error listing the chapters that exist.
 fn find_chapter<'a>(chapters: &'a [Chapter], raw: &str) -> Result<&'a Chapter> {
@@ -451,6 +553,7 @@ fn prepare_warned(
         name,
         timeout,
         source,
+        log: Default::default(),
     });
     Ok((case, warnings))
 }

@@ -59,7 +59,8 @@ pub fn build(root: &Path, bin: &str) -> Result<(Built, String)> {
     };
     let showing = std::io::stderr().is_terminal();
     if showing {
-        eprint!("building {bin}...\r");
+        crate::status::clear();
+        eprint!("\r\x1b[2Kbuilding {bin} with cargo (the first build of the workshop takes a minute or so)...");
     }
     let mut child = Command::new(&cargo)
         .args(["build", "--quiet", "--bin", bin, format, "--manifest-path"])
@@ -117,7 +118,7 @@ pub fn build(root: &Path, bin: &str) -> Result<(Built, String)> {
     let status = child.wait().context("could not wait for cargo")?;
     let cargo_said = stderr.join().unwrap_or_default();
     if showing {
-        eprint!("{}\r", " ".repeat(bin.len() + 12));
+        eprint!("\r\x1b[2K");
     }
     let built = match exe {
         Some(exe) if status.success() => Built::Ready(exe),

@@ -16,6 +16,7 @@ pub mod db;
 pub mod domain;
 pub mod experiments;
 pub mod explore;
+pub mod output;
 pub mod progress;
 pub mod provider;
 pub mod report;
@@ -23,6 +24,7 @@ pub mod rng;
 pub mod runner;
 pub mod scenario;
 pub mod serve;
+pub mod status;
 pub mod timeline;
 pub mod world;
 

@@ -249,13 +249,13 @@ impl Provider {
             }
             if started.elapsed() >= Duration::from_millis(limit) {
                 let awaited: Vec<String> = moments.iter().map(Moment::describe).collect();
-                eprintln!(
+                crate::output::capture::lab_message(&format!(
                     "the scenario held the {} send to {to} until {}, and none of that happened \
                      within {:.1} s: the lab stops the process rather than let it wait for ever",
                     self.channel,
                     awaited.join(" or "),
                     limit as f64 / 1000.0
-                );
+                ));
                 std::process::exit(EXIT_LAB_ERROR);
             }
             std::thread::sleep(Duration::from_millis(2));

@@ -5,8 +5,14 @@ use std::io::IsTerminal;
 use colored::Colorize;
 use serde::Serialize;
 
+use crate::output::Output;
+use crate::runner::{Exit, Incident, ENDED_EARLY, HUNG};
 use crate::timeline;
-use crate::world::Event;
+use crate::world::{Event, Kind};
+
+/// How many lines of the case's output a report shows under a timeline,
+/// unless asked for all of them.
+pub const OUTPUT_LINES: usize = 30;
 
 /// One property of a chapter, judged over every scenario the check played.
 #[derive(Clone, Debug, Serialize)]
@@ -84,6 +90,14 @@ pub struct CheckReport {
     /// them ("" when none): shown on standard error, beside the report.
     #[serde(skip)]
     pub warnings: String,
+    /// A process that hung or ended before its plan was done: the finding
+    /// that comes before every property, since nothing after it could be
+    /// judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Box<Incident>>,
+    /// Show every line the case printed, not only the last ones.
+    #[serde(skip)]
+    pub show_output: bool,
 }
 
 /// How wide the output is: `COLUMNS` when it is set, else the terminal's
@@ -175,7 +189,15 @@ impl CheckReport {
             format!("case {:02}: {} ({})", self.chapter, self.title, self.file).bold()
         );
         let plain = |text: &str| text.to_string();
+        if let Some(stopped) = &self.stopped {
+            out.push_str(&self.render_stopped(stopped));
+        }
+        let mut unjudged = 0;
         for v in &self.verdicts {
+            if self.stopped.is_some() && !v.pass && stopped_by_it(v) {
+                unjudged += 1;
+                continue;
+            }
             let mark = if v.pass {
                 "PASS".green().bold()
             } else {
@@ -209,8 +231,22 @@ impl CheckReport {
                 let events = timeline::focus(&v.timeline, v.focus.as_deref());
                 let width = columns.unwrap_or(timeline::WIDEST);
                 out.push_str(&timeline::render(&events, width));
+                let outputs: Vec<&Output> = v
+                    .timeline
+                    .iter()
+                    .filter(|e| e.kind == Kind::Start)
+                    .filter_map(|e| e.output.as_ref())
+                    .collect();
+                out.push_str(&self.printed(&outputs));
                 out.push('\n');
             }
+        }
+        if unjudged > 0 {
+            out.push_str(&format!(
+                "  {}  {unjudged} of {} properties: each needs the case to play its plan to the end\n",
+                "NOT JUDGED".red().bold(),
+                self.verdicts.len()
+            ));
         }
         let held = self.verdicts.iter().filter(|v| v.pass).count();
         if !out.ends_with("\n\n") {
@@ -225,4 +261,154 @@ impl CheckReport {
         ));
         out
     }
+
+    /// The finding of a process that hung or ended early, with the timeline
+    /// up to that point and what the process printed.
+    fn render_stopped(&self, stopped: &Incident) -> String {
+        let (mark, headline, last) = match &stopped.exit {
+            Exit::TimedOut { ms, doing } => (
+                "HANG",
+                format!(
+                    "{doing} did not finish within {:.1} s: the case hangs there",
+                    *ms as f64 / 1000.0
+                ),
+                format!(
+                    "⏳ {doing}: still running after {:.1} s; stopped",
+                    *ms as f64 / 1000.0
+                ),
+            ),
+            Exit::EndedEarly { code, doing } => (
+                "EXIT",
+                format!("the case exited (code {code}) during {doing}, before its plan was done"),
+                format!("✖ exit({code}) during {doing}: the rest of the plan never ran"),
+            ),
+            other => ("STOP", other.describe(), other.describe()),
+        };
+        let hint = match stopped.exit {
+            Exit::TimedOut { .. } => "look for a loop that never ends, or a wait nothing ends; a longer --timeout helps only a slow machine",
+            _ => "a case never ends its own process: return from the operation (an error is fine) and the lab carries on",
+        };
+        let mut out = format!("  {}  {headline}\n", mark.red().bold());
+        out.push_str(&format!("        {hint}\n"));
+        out.push_str(&format!(
+            "        {}\n",
+            format!(
+                "process {} of the scenario, as it went until then:",
+                stopped.process
+            )
+            .yellow()
+        ));
+        out.push('\n');
+        let events = timeline::focus(&stopped.timeline, None);
+        let width = columns().unwrap_or(timeline::WIDEST);
+        out.push_str(&timeline::render(&events, width));
+        out.push_str(&format!("        {last}\n"));
+        let outputs: Vec<&Output> = stopped
+            .timeline
+            .iter()
+            .filter(|e| e.kind == Kind::Start)
+            .filter_map(|e| e.output.as_ref())
+            .collect();
+        out.push_str(&self.printed(&outputs));
+        out.push('\n');
+        out
+    }
+
+    /// What the case printed in a reported scenario, under its timeline:
+    /// the last [`OUTPUT_LINES`] lines unless `show_output`.
+    fn printed(&self, outputs: &[&Output]) -> String {
+        let limit = (!self.show_output).then_some(OUTPUT_LINES);
+        let more = format!("`notify check {} --show-output` shows all", self.chapter);
+        printed(outputs, limit, &more, 8)
+    }
+}
+
+/// What case processes printed, grouped by process and operation, indented
+/// by `indent`: the last `limit` lines (all with `None`), with `more` saying
+/// how to see the rest.
+pub fn printed(outputs: &[&Output], limit: Option<usize>, more: &str, indent: usize) -> String {
+    let total: usize = outputs.iter().map(|o| o.lines.len()).sum();
+    if total == 0 && !outputs.iter().any(|o| o.cut) {
+        return String::new();
+    }
+    let pad = " ".repeat(indent);
+    let skip = limit.map_or(0, |n| total.saturating_sub(n));
+    let mut out = format!("\n{pad}{}\n", "what the case printed:".bold());
+    let dropped: usize = outputs.iter().map(|o| o.dropped).sum();
+    if skip + dropped > 0 {
+        let how = if skip > 0 {
+            format!("; {more}")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "{pad}  {}\n",
+            format!("({} earlier lines not shown{how})", skip + dropped).dimmed()
+        ));
+    }
+    let mut seen = 0;
+    for output in outputs {
+        let mut heading = None;
+        // A line repeated straight after itself (a warning every tick) is
+        // shown once, with how many times it came.
+        let mut repeated: Option<(&str, usize)> = None;
+        let flush = |out: &mut String, repeated: &mut Option<(&str, usize)>| {
+            if let Some((text, n)) = repeated.take() {
+                let times = if n > 1 {
+                    format!(" {}", format!("({n} times)").dimmed())
+                } else {
+                    String::new()
+                };
+                out.push_str(&format!("{pad}    {text}{times}\n"));
+            }
+        };
+        for line in &output.lines {
+            seen += 1;
+            if seen <= skip {
+                continue;
+            }
+            let here = (line.op.as_deref(), line.subject.as_deref());
+            if heading != Some(here) {
+                flush(&mut out, &mut repeated);
+                out.push_str(&format!(
+                    "{pad}  {}\n",
+                    format!("process {}, {}:", output.process, operation(here.0, here.1)).dimmed()
+                ));
+                heading = Some(here);
+            }
+            match &mut repeated {
+                Some((text, n)) if *text == line.text => *n += 1,
+                _ => {
+                    flush(&mut out, &mut repeated);
+                    repeated = Some((&line.text, 1));
+                }
+            }
+        }
+        flush(&mut out, &mut repeated);
+        if let Some(note) = output.cut_note() {
+            out.push_str(&format!(
+                "{pad}  {}\n",
+                format!("process {}: {note}", output.process).yellow()
+            ));
+        }
+    }
+    out
+}
+
+/// An operation as a heading of its output: "invite dana", "start-up".
+pub fn operation(op: Option<&str>, subject: Option<&str>) -> String {
+    match (op, subject) {
+        (None, _) => "start-up".to_string(),
+        (Some(crate::serve::RUN), _) => "its schedule".to_string(),
+        (Some(op), Some(who)) => format!("{op} {}", who.split('@').next().unwrap_or(who)),
+        (Some(op), None) => op.to_string(),
+    }
+}
+
+/// True when a failed verdict says only that the case hung or ended early.
+fn stopped_by_it(v: &Verdict) -> bool {
+    let said = |t: &str| t.contains(HUNG) || t.contains(ENDED_EARLY);
+    said(&v.evidence)
+        || v.scenario.as_deref().is_some_and(said)
+        || v.details.iter().any(|d| said(d))
 }

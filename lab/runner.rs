@@ -5,16 +5,17 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tempfile::TempDir;
 
-use crate::scenario::{Plan, STDERR_FILE};
-use crate::serve::{EXIT_LAB_ERROR, EXIT_PANIC};
-use crate::world::{History, Kind};
+use crate::output::Output;
+use crate::scenario::{Fault, Plan, DONE_FILE, STDERR_FILE};
+use crate::serve::{Schedule, ADVANCE, AT, EXIT_LAB_ERROR, EXIT_PANIC, RUN, SLEEP};
+use crate::world::{Event, History, Kind, Recorder};
 
 /// A built case binary, ready to run scenarios.
 #[derive(Clone, Debug)]
@@ -27,7 +28,55 @@ pub struct Case {
     pub timeout: Duration,
     /// The fingerprint of the source it was built from.
     pub source: u64,
+    /// What its processes did that a learner must hear about, shared by
+    /// every copy of this case.
+    pub log: Arc<Mutex<Log>>,
 }
+
+/// What a case's processes left for the report: their incidents (a hang,
+/// an early end, a panic), and, when asked, every process's output.
+#[derive(Debug, Default)]
+pub struct Log {
+    incidents: Vec<Incident>,
+    /// Every process's output, in the order they ended, when kept.
+    outputs: Option<Vec<Output>>,
+}
+
+/// A case process that did not end as a process of the lab should: it hung,
+/// ended before its plan was done, panicked, or aborted unplanned.
+#[derive(Clone, Debug, Serialize)]
+pub struct Incident {
+    /// How it ended.
+    pub exit: Exit,
+    /// What it was doing then, e.g. "relay, after invite dana".
+    pub doing: String,
+    /// The process, as numbered in its scenario.
+    pub process: u32,
+    /// The scenario's events up to that point, for the timeline.
+    #[serde(skip)]
+    pub timeline: Vec<Event>,
+    /// What the process printed.
+    pub output: Option<Output>,
+    /// Orders incidents the same way on every run (see [`Case::note`]).
+    #[serde(skip)]
+    key: (usize, usize),
+}
+
+impl Incident {
+    /// True for a hang or an early end: nothing after it in the scenario
+    /// could be judged, so it is the finding a check reports first.
+    pub fn stops_the_plan(&self) -> bool {
+        matches!(self.exit, Exit::TimedOut { .. } | Exit::EndedEarly { .. })
+    }
+}
+
+/// How a hang is said in a verdict (see [`Exit::describe`]).
+pub const HUNG: &str = "hung: ";
+/// How an early end is said in a verdict.
+pub const ENDED_EARLY: &str = "ended before its plan was done";
+
+/// How many incidents a log keeps.
+const INCIDENTS: usize = 64;
 
 /// How a case process ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -39,8 +88,12 @@ pub enum Exit {
     Aborted,
     /// The case panicked, with this message.
     Panicked(String),
-    /// It was still running after the timeout and was killed.
-    TimedOut(u64),
+    /// It was still running after the timeout and was killed, with
+    /// everything it had started, while doing `doing`.
+    TimedOut { ms: u64, doing: String },
+    /// It exited (the case's own `std::process::exit`) before its plan was
+    /// done, with this code, while doing `doing`.
+    EndedEarly { code: i32, doing: String },
     /// The lab could not carry out the plan (e.g. the schema does not run).
     LabError(String),
     /// Anything else: another signal or exit code.
@@ -54,7 +107,13 @@ impl Exit {
             Exit::Finished => "finished".into(),
             Exit::Aborted => "aborted".into(),
             Exit::Panicked(msg) => format!("panicked: {msg}"),
-            Exit::TimedOut(ms) => format!("did not finish within {:.1} s", *ms as f64 / 1000.0),
+            Exit::TimedOut { ms, doing } => format!(
+                "{HUNG}{doing} did not finish within {:.1} s",
+                *ms as f64 / 1000.0
+            ),
+            Exit::EndedEarly { code, doing } => {
+                format!("{ENDED_EARLY}: it exited (code {code}) during {doing}")
+            }
             Exit::LabError(msg) => format!("could not run: {msg}"),
             Exit::Failed(msg) => format!("ended abnormally: {msg}"),
         }
@@ -73,6 +132,65 @@ impl Case {
         }
     }
 
+    /// Keeps every process's output from now on, for `run`.
+    pub fn keep_outputs(&self) {
+        crate::db::lock(&self.log)
+            .outputs
+            .get_or_insert_with(Vec::new);
+    }
+
+    /// The output of every process since [`Case::keep_outputs`].
+    pub fn outputs(&self) -> Vec<Output> {
+        crate::db::lock(&self.log)
+            .outputs
+            .clone()
+            .unwrap_or_default()
+    }
+
+    /// The incidents of the case's processes, the same order on every run.
+    pub fn incidents(&self) -> Vec<Incident> {
+        let mut all = crate::db::lock(&self.log).incidents.clone();
+        all.sort_by_key(|a| a.key);
+        all
+    }
+
+    fn note(&self, plan: &Plan, exit: &Exit) {
+        let planned_abort = *exit == Exit::Aborted && planned_abort(plan);
+        let mut log = crate::db::lock(&self.log);
+        if let Some(outputs) = &mut log.outputs {
+            if let Some(output) = Output::read(&plan.dir, plan.process) {
+                outputs.push(output);
+            }
+        }
+        if *exit == Exit::Finished || planned_abort || log.incidents.len() >= INCIDENTS {
+            return;
+        }
+        let step = last_step(plan);
+        let doing = match exit {
+            Exit::TimedOut { doing, .. } | Exit::EndedEarly { doing, .. } => doing.clone(),
+            _ => doing(plan, step),
+        };
+        // The fault-free play of a first process first, where a learner
+        // can follow it best; then the fewest steps played; then the one
+        // played first (checks play their own batch before others).
+        let key = (
+            usize::from(plan.fault.is_some()) * 1_000_000
+                + plan.process as usize * 10_000
+                + step.unwrap_or(0),
+            log.incidents.len(),
+        );
+        log.incidents.push(Incident {
+            exit: exit.clone(),
+            doing,
+            process: plan.process,
+            timeline: History::read(&plan.dir)
+                .map(|h| h.events)
+                .unwrap_or_default(),
+            output: Output::read(&plan.dir, plan.process),
+            key,
+        });
+    }
+
     /// Runs one process of the case on `plan` and waits for it.
     pub fn start(&self, plan: &Plan) -> Result<Exit> {
         let mut exits = self.start_together(std::slice::from_ref(plan))?;
@@ -86,23 +204,52 @@ impl Case {
         let mut children = Vec::new();
         for plan in plans {
             children.push(Some(self.spawn(plan)?));
+            crate::status::played();
         }
         let started = Instant::now();
         let mut exits: Vec<Option<Exit>> = plans.iter().map(|_| None).collect();
+        let mut told: Option<Instant> = None;
         while exits.iter().any(Option::is_none) {
             for (i, slot) in children.iter_mut().enumerate() {
                 let Some(child) = slot else { continue };
-                if let Some(status) = child.try_wait().context("could not wait for the case")? {
-                    exits[i] = Some(classify(status, &plans[i]));
+                if exited(child) {
+                    // Whatever the process left running goes with it.
+                    stop_group(child);
+                    let status = child.wait().context("could not wait for the case")?;
+                    forget_group(child);
+                    let exit = classify(status, &plans[i]);
+                    self.note(&plans[i], &exit);
+                    exits[i] = Some(exit);
                     *slot = None;
                 } else if started.elapsed() > self.timeout {
-                    let _ = child.kill();
+                    let doing = doing(&plans[i], last_step(&plans[i]));
+                    stop_group(child);
                     let _ = child.wait();
-                    exits[i] = Some(Exit::TimedOut(self.timeout.as_millis() as u64));
+                    forget_group(child);
+                    let exit = Exit::TimedOut {
+                        ms: self.timeout.as_millis() as u64,
+                        doing,
+                    };
+                    self.note(&plans[i], &exit);
+                    exits[i] = Some(exit);
                     *slot = None;
+                } else if started.elapsed() > Duration::from_secs(1)
+                    && crate::status::enabled()
+                    && told.is_none_or(|t| t.elapsed() > Duration::from_millis(500))
+                {
+                    told = Some(Instant::now());
+                    crate::status::waiting(Some(format!(
+                        "waiting on {}: {:.0} s (hung at {:.1} s)",
+                        doing(&plans[i], last_step(&plans[i])),
+                        started.elapsed().as_secs_f64(),
+                        self.timeout.as_secs_f64()
+                    )));
                 }
             }
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if told.is_some() {
+            crate::status::waiting(None);
         }
         Ok(exits.into_iter().flatten().collect())
     }
@@ -112,15 +259,192 @@ impl Case {
         let stderr_path = stderr_file(plan);
         let stderr = File::create(&stderr_path)
             .with_context(|| format!("could not create {}", stderr_path.display()))?;
-        Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        command
             .arg(&path)
             .current_dir(&plan.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
+            .stderr(stderr);
+        // A group of its own: on a hang, the process and everything it
+        // started are stopped together.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = command
             .spawn()
-            .with_context(|| format!("could not start the case binary {}", self.exe.display()))
+            .with_context(|| format!("could not start the case binary {}", self.exe.display()))?;
+        remember_group(&child);
+        Ok(child)
     }
+}
+
+/// True when the process planned to abort: a crash fault, or a message
+/// its provider is scripted to die on.
+fn planned_abort(plan: &Plan) -> bool {
+    matches!(
+        plan.fault,
+        Some(Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. })
+    ) || !plan.provider.crash_on.is_empty()
+        || !plan.push.crash_on.is_empty()
+}
+
+/// The last step of its plan process `plan.process` began, from the world.
+fn last_step(plan: &Plan) -> Option<usize> {
+    Recorder::open(&plan.dir, 0)
+        .and_then(|r| r.last_step(plan.process))
+        .ok()
+        .flatten()
+}
+
+/// What a process is doing at step `step` of its plan, in the learner's
+/// words: "invite dana", "relay, after invite dana", "its schedule (relay
+/// every 1 s) at 0:35".
+pub fn doing(plan: &Plan, step: Option<usize>) -> String {
+    let Some(k) = step.filter(|&k| k < plan.steps.len()) else {
+        return "start-up, before its first operation".to_string();
+    };
+    let named = |k: usize| {
+        let s = &plan.steps[k];
+        match &s.subject {
+            Some(who) => format!("{} {}", s.op, who.split('@').next().unwrap_or(who)),
+            None => s.op.clone(),
+        }
+    };
+    let step = &plan.steps[k];
+    match step.op.as_str() {
+        RUN => {
+            let jobs = serde_json::from_value::<Schedule>(step.input.clone())
+                .map(|s| {
+                    s.jobs
+                        .iter()
+                        .map(|j| format!("{} every {}", j.op, seconds(j.every_ms)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let now = Recorder::open(&plan.dir, 0)
+                .and_then(|r| r.now_ms())
+                .map(|ms| format!(" at {}:{:02}", ms / 60_000, ms / 1000 % 60))
+                .unwrap_or_default();
+            format!("its schedule ({jobs}){now}")
+        }
+        ADVANCE | SLEEP | AT => "a pause of the lab's".to_string(),
+        _ if step.subject.is_some() => named(k),
+        _ => match (0..k).rev().find(|&j| plan.steps[j].subject.is_some()) {
+            Some(j) => format!("{}, after {}", step.op, named(j)),
+            None => step.op.clone(),
+        },
+    }
+}
+
+fn seconds(ms: i64) -> String {
+    if ms % 60_000 == 0 {
+        format!("{} min", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// The process groups of the case processes running now, so that a signal
+/// or a closed pipe that ends notify ends them too. A slot holds a group's
+/// id, or 0; a signal handler can read it.
+#[cfg(unix)]
+static GROUPS: [std::sync::atomic::AtomicI32; 64] =
+    [const { std::sync::atomic::AtomicI32::new(0) }; 64];
+
+#[cfg(unix)]
+fn remember_group(child: &Child) {
+    let pid = child.id() as i32;
+    for slot in &GROUPS {
+        if slot
+            .compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+#[cfg(unix)]
+fn forget_group(child: &Child) {
+    let pid = child.id() as i32;
+    for slot in &GROUPS {
+        let _ = slot.compare_exchange(pid, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// Stops every case process still running, with what it started. Safe in
+/// a signal handler.
+#[cfg(unix)]
+pub fn stop_all() {
+    for slot in &GROUPS {
+        let pid = slot.load(Ordering::SeqCst);
+        if pid > 0 {
+            // SAFETY: kill(2) on a process group this process started.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Kills `child`'s process group: the process and whatever it started.
+/// Called while the child is not reaped yet, so its id (the group's) cannot
+/// have been reused.
+#[cfg(unix)]
+fn stop_group(child: &mut Child) {
+    // SAFETY: kill(2) on the group of a child not yet reaped.
+    unsafe {
+        libc::kill(-(child.id() as i32), libc::SIGKILL);
+    }
+}
+
+/// True when `child` has ended, without reaping it (so its group can still
+/// be stopped safely).
+#[cfg(unix)]
+fn exited(child: &mut Child) -> bool {
+    // SAFETY: waitid(2) with WNOWAIT only looks at the child's state.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let found = libc::waitid(
+            libc::P_PID,
+            child.id() as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        if found != 0 {
+            // Not our child any more, or an error: let try_wait say.
+            return child.try_wait().map(|s| s.is_some()).unwrap_or(true);
+        }
+        pid_of(&info) != 0
+    }
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+unsafe fn pid_of(info: &libc::siginfo_t) -> libc::pid_t {
+    info.si_pid()
+}
+
+#[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
+unsafe fn pid_of(info: &libc::siginfo_t) -> libc::pid_t {
+    info.si_pid
+}
+
+#[cfg(not(unix))]
+fn remember_group(_child: &Child) {}
+#[cfg(not(unix))]
+fn forget_group(_child: &Child) {}
+#[cfg(not(unix))]
+pub fn stop_all() {}
+#[cfg(not(unix))]
+fn stop_group(child: &mut Child) {
+    let _ = child.kill();
+}
+#[cfg(not(unix))]
+fn exited(child: &mut Child) -> bool {
+    child.try_wait().map(|s| s.is_some()).unwrap_or(true)
 }
 
 /// Where process `plan.process` of a scenario writes its standard error.
@@ -131,12 +455,29 @@ fn stderr_file(plan: &Plan) -> PathBuf {
 fn classify(status: ExitStatus, plan: &Plan) -> Exit {
     let dir = &plan.dir;
     let stderr = std::fs::read_to_string(stderr_file(plan)).unwrap_or_default();
-    let tail = last_lines(&stderr, 6);
+    let lab_said = last_lines(&stderr, 6);
+    // The lab's own words first; else what the process printed last (a
+    // panic's report, say).
+    let tail = if lab_said.is_empty() {
+        Output::read(dir, plan.process)
+            .map(|o| {
+                let text: Vec<&str> = o.lines.iter().map(|l| l.text.as_str()).collect();
+                last_lines(&text.join("\n"), 6)
+            })
+            .unwrap_or_default()
+    } else {
+        lab_said.clone()
+    };
     if aborted(&status) {
         return Exit::Aborted;
     }
+    let done = dir.join(format!("{DONE_FILE}.{}", plan.process)).exists();
     match status.code() {
-        Some(0) => Exit::Finished,
+        Some(0) if done => Exit::Finished,
+        Some(code @ 0) => Exit::EndedEarly {
+            code,
+            doing: doing(plan, last_step(plan)),
+        },
         Some(EXIT_PANIC) => {
             let message = History::read(dir)
                 .ok()
@@ -150,6 +491,10 @@ fn classify(status: ExitStatus, plan: &Plan) -> Exit {
             Exit::Panicked(message)
         }
         Some(EXIT_LAB_ERROR) => Exit::LabError(tail),
+        Some(code) if lab_said.is_empty() => Exit::EndedEarly {
+            code,
+            doing: doing(plan, last_step(plan)),
+        },
         Some(code) => Exit::Failed(format!("exit code {code}; {tail}")),
         None => Exit::Failed(format!("{status}; {tail}")),
     }

@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 pub const APP_DB: &str = "app.db";
 /// The file, inside a scenario's folder, that holds what the world saw.
 pub const WORLD_DB: &str = "world.db";
+/// The file, `done.N`, that case process N writes once it has played its
+/// whole plan: a process that exits without it ended early.
+pub const DONE_FILE: &str = "done";
 /// Where a case process's standard error goes.
 pub const STDERR_FILE: &str = "stderr.txt";
 

@@ -21,8 +21,9 @@ use serde_json::Value;
 
 use crate::clock::Clock;
 use crate::db::{lock, Db};
+use crate::output::capture;
 use crate::provider::{Email, Provider, Providers};
-use crate::scenario::{Plan, ProviderScript, Step, APP_DB};
+use crate::scenario::{Plan, ProviderScript, Step, APP_DB, DONE_FILE};
 use crate::world::{Kind, Recorder};
 
 /// Exit code of a case process whose plan could not be carried out (the lab's
@@ -250,7 +251,7 @@ pub fn main(source: u64, schema: &str, ops: Vec<(&'static str, Box<dyn Op>)>) ->
     match serve(schema, &ops, Path::new(&plan)) {
         Ok(()) => std::process::exit(0),
         Err(err) => {
-            eprintln!("{err:#}");
+            capture::lab_message(&format!("{err:#}"));
             std::process::exit(EXIT_LAB_ERROR);
         }
     }
@@ -265,6 +266,7 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
         .clone()
         .unwrap_or_else(|| format!("host-{}", plan.process));
     std::env::set_var("HOSTNAME", host);
+    capture::start(&plan.dir, plan.process);
     let recorder = Arc::new(Mutex::new(Recorder::open(&plan.dir, plan.process)?));
     record_panics(recorder.clone());
 
@@ -326,6 +328,7 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
                 wait_until(std::time::UNIX_EPOCH + std::time::Duration::from_millis(at));
             }
             RUN => {
+                capture::begin(Some(RUN), None);
                 let schedule: Schedule = input(&step.input)?;
                 run_schedule(ops, &mut services, &recorder, &schedule)?;
             }
@@ -335,6 +338,9 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
             }
         }
     }
+    // The plan is done: a process that ends without this file ended early.
+    let done = plan.dir.join(format!("{DONE_FILE}.{}", plan.process));
+    std::fs::write(&done, b"").with_context(|| format!("could not write {}", done.display()))?;
     Ok(())
 }
 
@@ -367,8 +373,17 @@ fn call(
             rec.event(Kind::Call, None, name)?;
         }
     }
+    let printed = if loud {
+        capture::begin(Some(name), step.subject.as_deref());
+        0
+    } else {
+        capture::printed()
+    };
     let started = Instant::now();
     let outcome = op.call(services, &step.input)?;
+    if !loud {
+        capture::end(Some(name), step.subject.as_deref(), printed);
+    }
     let elapsed = Some(started.elapsed().as_micros() as u64);
     let mut rec = lock(recorder);
     match outcome {

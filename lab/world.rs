@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use crate::output::Output;
 use crate::scenario::{Moment, WORLD_DB};
 
 const WORLD_SCHEMA: &str = "
@@ -147,6 +148,9 @@ pub struct Event {
     pub text: String,
     /// For returns and errors: the real time the operation took, in µs.
     pub elapsed_us: Option<u64>,
+    /// For a process's start: what the process printed, if anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Output>,
 }
 
 /// What a provider did with one send.
@@ -489,10 +493,15 @@ impl History {
                     subject: row.get(4)?,
                     text: row.get(5)?,
                     elapsed_us: row.get::<_, Option<i64>>(6)?.map(|us| us as u64),
+                    output: None,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()
             .context("could not read the events from the world")?;
+        let mut events = events;
+        for event in events.iter_mut().filter(|e| e.kind == Kind::Start) {
+            event.output = Output::read(dir, event.process);
+        }
         Ok(History { deliveries, events })
     }
 

@@ -29,6 +29,8 @@ pub(super) struct Options {
     pub thorough: Option<u64>,
     pub timeout: Duration,
     pub json: bool,
+    /// Show every line the case printed in a reported scenario.
+    pub show_output: bool,
 }
 
 impl Options {
@@ -90,7 +92,16 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         budget,
         reference,
     };
+    crate::status::label(&format!("checking case {}", chapter.number));
     let checked = (chapter.check)(&case, &check_options)?;
+    crate::status::clear();
+    // A hang or an early end is reported once, before the properties it
+    // kept from being judged: the first one, in the same order every run.
+    let stopped = case
+        .incidents()
+        .into_iter()
+        .find(|i| i.stops_the_plan())
+        .map(Box::new);
     let report = CheckReport {
         chapter: chapter.number,
         title: chapter.title.to_string(),
@@ -101,6 +112,8 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         processes: checked.processes,
         seconds: started.elapsed().as_secs_f64(),
         warnings,
+        stopped,
+        show_output: options.show_output,
     };
     // The verdict is for the bytes the binary was built from, which
     // `prepare` found equal to the file; a save made since is not it.
@@ -159,7 +172,10 @@ pub(super) fn one(
     chapter: &Chapter,
     options: &Options,
 ) -> Result<i32> {
-    match grade(root, chapter, options)? {
+    crate::status::enable(!options.json);
+    let graded = grade(root, chapter, options);
+    crate::status::finish();
+    match graded? {
         Graded::DoesNotCompile(errors) => {
             eprint!("{errors}");
             eprintln!("{}", does_not_compile(chapter, &options.which));
@@ -220,6 +236,7 @@ fn jobs(chapters: usize) -> usize {
 pub(super) fn all(root: &Path, chapters: &[Chapter], options: &Options) -> Result<i32> {
     let started = Instant::now();
     let jobs = jobs(chapters.len());
+    crate::status::enable(!options.json);
     if !options.json {
         println!(
             "{}",
@@ -264,12 +281,14 @@ pub(super) fn all(root: &Path, chapters: &[Chapter], options: &Options) -> Resul
             rows[i] = Some(row);
             while let Some(Some(row)) = rows.get(shown) {
                 if !options.json {
+                    crate::status::clear();
                     print_row(row);
                 }
                 shown += 1;
             }
         }
     });
+    crate::status::finish();
     let rows: Vec<Row> = rows.into_iter().flatten().collect();
     let summary = Summary {
         passed: rows.iter().all(|r| r.verdict == "pass"),
@@ -326,6 +345,7 @@ fn row(root: &Path, chapter: &Chapter, options: &Options) -> Row {
             row.report = Some(report);
         }
         Ok(Graded::DoesNotCompile(errors)) => {
+            crate::status::clear();
             eprint!("{errors}");
             row.error = Some(format!(
                 "case {} does not compile: fix the errors in {}",
