@@ -24,6 +24,10 @@ a new dispatcher starts at once and runs for 8 minutes, with the sweep every min
 delivered: 0 of 4
 still PROCESSING, claimed at 0:00 by a dispatcher that no longer exists: 4
 nothing will ever send them
+
+what the case printed:
+  process 2, sweep:
+    warning: 4 outbox rows have been PROCESSING for over 5 minutes (2 times)
 ";
 
 #[test]
