@@ -83,7 +83,8 @@ enum Command {
         #[arg(long, value_name = "N")]
         seed: Option<u64>,
         /// Explore many more generated scenarios, each under every fault
-        /// point (for CI and instructors; default 50 scenarios)
+        /// point, or 60 of them when it has more (for CI and instructors;
+        /// default 50 scenarios)
         #[arg(long, value_name = "SCENARIOS", num_args = 0..=1, default_missing_value = "50", conflicts_with = "seed")]
         thorough: Option<u64>,
         /// Seconds one case process may run before it counts as hung

@@ -130,7 +130,14 @@ fn select_then_update_sends_rows_twice() {
 
 #[test]
 fn a_deferred_transaction_gives_up_instead_of_waiting() {
-    let (code, report) = check_json(&["3", "--variant", "deferred-claim"]);
+    // The mistake shows only when two relays' transactions overlap, which
+    // real processes do in every check on an idle machine; on one loaded
+    // several times over, the scheduler can run the five races one after
+    // another. Three checks, then, and the first that catches it.
+    let (code, report) = (0..3)
+        .map(|_| check_json(&["3", "--variant", "deferred-claim"]))
+        .find(|(code, _)| *code == 1)
+        .expect("three checks of deferred-claim: none saw two relays overlap");
     assert_eq!(code, 1);
     assert_eq!(verdict(&report, 0)["pass"], true);
     assert_eq!(verdict(&report, 1)["pass"], false);
@@ -302,9 +309,9 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
             "  FAIL  each row goes to the provider once, key or no key (sent more than once in 5 of 5 races)",
             "  PASS  no relay waits on another for long (a 0.5 s send, nobody waited it out)",
             "  PASS  generated scenarios end as with the reference solution (4 scenarios, without faults)",
-            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (4 scenarios, 12 crash points, 10 failing commits)",
-            "  PASS  nobody gets the same message twice (4 scenarios, 12 crash points, 10 failing commits)",
-            "  PASS  once idle, every row is SENT, or FAILED with its error (4 scenarios, 12 crash points, 10 failing commits)",
+            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
+            "  PASS  nobody gets the same message twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
+            "  PASS  once idle, every row is SENT, or FAILED with its error (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
         ]
     );
     assert!(text.contains("6 of 8 properties hold"), "{text}");

@@ -242,9 +242,9 @@ fn the_text_report_names_the_properties_and_draws_the_timeline() {
             "  FAIL  no invite waits more than a quarter of a send (3 of 3 took over 75 ms)",
             "  PASS  every member gets exactly one email (4 members, one email each)",
             "  PASS  generated scenarios end as with the reference solution (4 scenarios, without faults)",
-            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (4 scenarios, 12 crash points, 10 failing commits)",
-            "  PASS  nobody gets the same message twice (4 scenarios, 12 crash points, 10 failing commits)",
-            "  PASS  once idle, every row is SENT, or FAILED with its error (4 scenarios, 12 crash points, 10 failing commits)",
+            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
+            "  PASS  nobody gets the same message twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
+            "  PASS  once idle, every row is SENT, or FAILED with its error (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
         ]
     );
     assert!(text.contains("5 of 7 properties hold"), "{text}");
