@@ -260,6 +260,13 @@ fn a_breaker_that_opens_on_three_in_a_row_delays_a_few_hiccups() {
 }
 
 #[test]
+fn a_breaker_that_opens_at_exactly_half_delays_a_few_hiccups() {
+    let (report, pattern) = variant("half-is-enough");
+    assert_eq!(pattern, "PASS PASS PASS FAIL PASS PASS PASS PASS PASS");
+    assert!(said(&report, 3).contains("9 of 12 emails"), "{report}");
+}
+
+#[test]
 fn a_breaker_with_no_window_is_blinded_by_a_busy_past() {
     let (report, pattern) = variant("no-window");
     assert_eq!(pattern, "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS");
