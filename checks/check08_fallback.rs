@@ -42,7 +42,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case08_fallback.rs",
     text_file: "chapters/08-push-falls-back.md",
     bin: "case08",
-    shipped_hash: 0x0ce3_1275_629e_df8b,
+    shipped_hash: 0x6154_70b3_5730_26a7,
     run,
     check,
 };
