@@ -1440,10 +1440,12 @@ impl World {
     /// readers of email (with or without a phone) and at most one phone
     /// with trouble (flaky, dead, never answering, refused). One phone at
     /// most in the whole world fails with a 5xx or a timeout (a refusal
-    /// never counts against the provider). Told with two working phones,
-    /// its third failure opens the push breaker on a provider that works,
-    /// as chapter 7's rule has it (three of five sends in a minute); the
-    /// next news, which tells a working phone, is the probe that closes it.
+    /// never counts against the provider). A dead one is told with two
+    /// working phones: its third failure opens the push breaker on a
+    /// provider that works, as chapter 7's rule has it (three of five sends
+    /// in a minute); the next news, which tells a working phone, is the
+    /// probe that closes it. One that never answers is told with three:
+    /// three failures of six, exactly half, keep the breaker closed.
     /// As the last news, it is told with four working phones, which keep
     /// the breaker closed: no later push would come to take the probe's
     /// place from it once its last retry is due. Likewise one email
@@ -1562,11 +1564,13 @@ impl World {
                 .map(|m| m.name)
                 .collect();
             rng.shuffle(&mut phones);
-            // A failing phone is told with two working ones: its third
-            // failure, 35 s after the first, makes three of five sends in a
-            // minute, and opens the breaker on a provider that works (see
-            // `World::fits`). As the last news, it is told with four working
-            // ones at least, which keep the breaker closed.
+            // A failing phone is told with two working ones if it is dead:
+            // its third failure, 35 s after the first, makes three of five
+            // sends in a minute, and opens the breaker on a provider that
+            // works (see `World::fits`). One that never answers is told with
+            // three: three of six, exactly half, keeps the breaker closed.
+            // As the last news, it is told with four working ones at least,
+            // which keep the breaker closed.
             let phone_fails = troubled.as_ref().is_some_and(|t| t.push.fails());
             let least = match i + 1 == times.len() {
                 true if phone_fails => 4,
@@ -1575,7 +1579,10 @@ impl World {
             let phones_told = if starts_down {
                 phones.len()
             } else if phone_fails && least == 2 {
-                2
+                match troubled.as_ref().map(|t| t.push) {
+                    Some(Script::Unanswered) => 3,
+                    _ => 2,
+                }
             } else {
                 rng.between(least, phones.len() as u64) as usize
             };
