@@ -9,7 +9,9 @@
 //! process aborting straight after the commit that records each important
 //! push's final failure, then restarted; and once more with the process
 //! aborting straight after the commit that claims an important push's last
-//! attempt, so that the sweep is what dead-letters it. A last scenario has
+//! attempt, so that the sweep is what dead-letters it, and after the one
+//! that claims a flaky phone's third attempt, which the sweep hands back
+//! with one attempt left. A last scenario has
 //! one push's last attempt answer late, after another dispatcher's sweep has
 //! dead-lettered it and sent the fallback. The check judges what the world
 //! saw: which pushes and emails reached whom, and when, and which outbox
@@ -42,7 +44,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case08_fallback.rs",
     text_file: "chapters/08-push-falls-back.md",
     bin: "case08",
-    shipped_hash: 0x0ce3_1275_629e_df8b,
+    shipped_hash: 0x6154_70b3_5730_26a7,
     run,
     check,
 };
@@ -52,6 +54,9 @@ const ONE_EACH: &str = "exactly one fallback email per dead-lettered important p
 const IMPORTANT_ONLY: &str = "no fallback for other kinds";
 const NOT_EARLY: &str = "no fallback while push attempts remain";
 const CRASH: &str = "a crash right after the push is dead-lettered still sends the email, once";
+
+/// Attempts a push gets before it is dead-lettered, as chapter 5 fixes them.
+const ATTEMPTS: usize = 4;
 
 /// The kinds that must reach people whatever happens to their push.
 const IMPORTANT: [&str; 3] = ["date_chosen", "event_cancelled", "event_reopened"];
@@ -194,6 +199,9 @@ struct Scenario {
     /// The process whose push answers only after the sweep has given up on
     /// it, if any: its attempt is not the last one a fallback must wait for.
     late: Option<u32>,
+    /// The device whose push lost one attempt with its dispatcher, if any:
+    /// the sweep counts that attempt, though it never reached the provider.
+    lost: Option<String>,
 }
 
 fn text(kind: &str, event: &str) -> String {
@@ -225,6 +233,7 @@ impl Scenario {
             published: Vec::new(),
             until_ms: 0,
             late: None,
+            lost: None,
         }
     }
 
@@ -370,6 +379,7 @@ impl Scenario {
             &[],
         );
         s.late = Some(LATE);
+        s.lost = Some(Person::new("ada", "push").device());
         s.until_ms = LATE_UNTIL;
         s
     }
@@ -825,25 +835,34 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     // retries is played again with its dispatcher lost during the last
     // attempt: the process aborts straight after the dispatch commit that
     // claims it, so the sweep is what dead-letters it, after a restart.
-    let lost = chapter
+    // The lost attempt counts: a push whose third attempt is lost this way
+    // still has its fourth, and falls back only after it.
+    let lose = |p: &Published, attempt: usize, which: &str| {
+        let at = *played[0].push_attempts(p).get(attempt)?;
+        let nth = commit_before_push(&played[0].history, p, attempt)?;
+        let mut s = Scenario::chapter();
+        s.name = format!(
+            "the chapter's batch, its dispatcher lost during {}'s {which} push (crash after dispatch commit {nth}, which claimed it), then a restart",
+            p.person.device()
+        );
+        s.lost = Some(p.person.device());
+        s.until_ms = s.until_ms.max(at + SWEPT_AFTER);
+        Some((s, nth))
+    };
+    let last_lost = chapter
         .troubled()
         .filter(|(_, p)| {
             p.important() && played[0].dead_lettered(p) && played[0].push_attempts(p).len() > 1
         })
-        .find_map(|(_, p)| {
-            let nth = commit_before_last_push(&played[0].history, p)?;
-            let at = *played[0].push_attempts(p).last()?;
-            let mut s = Scenario::chapter();
-            s.name = format!(
-                "the chapter's batch, its dispatcher lost during {}'s last push (crash after dispatch commit {nth}, which claimed it), then a restart",
-                p.person.device()
-            );
-            s.until_ms = s.until_ms.max(at + SWEPT_AFTER);
-            Some((s, nth))
-        });
+        .find_map(|(_, p)| lose(p, played[0].push_attempts(p).len() - 1, "last"));
+    let third_lost = chapter
+        .troubled()
+        .filter(|(h, p)| p.important() && matches!(h.trouble, Trouble::Flaky(3)))
+        .find_map(|(_, p)| lose(p, 2, "third"));
+    let lost: Vec<(Scenario, u32)> = last_lost.into_iter().chain(third_lost).collect();
     let (crashes, lost_played) = std::thread::scope(|scope| {
-        let lost_run = scope.spawn(|| {
-            lost.as_ref()
+        let lost_run = scope.spawn(|| -> Result<Vec<Played>> {
+            lost.iter()
                 .map(|(s, nth)| {
                     let fault = Fault::CrashAfterCommit {
                         op: "dispatch".into(),
@@ -851,7 +870,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
                     };
                     play(case, s, Some(fault))
                 })
-                .transpose()
+                .collect()
         });
         let crashes = crashes(&points);
         let lost_played = lost_run
@@ -862,7 +881,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let (crashes, lost_played) = (crashes?, lost_played?);
 
     let mut pairs: Vec<(&Scenario, &Played)> = scenarios.iter().zip(&played).collect();
-    if let (Some((s, _)), Some(p)) = (&lost, &lost_played) {
+    for ((s, _), p) in lost.iter().zip(&lost_played) {
         pairs.push((s, p));
     }
     pairs.push((&late, &late_played));
@@ -908,15 +927,17 @@ fn commit_after_last_push(history: &History, p: &Published) -> Option<u32> {
         .and_then(|e| e.nth)
 }
 
-/// The number of the last `dispatch` commit before the last push attempt
-/// for `p`, in the first process: the one that claimed the row for it.
-fn commit_before_last_push(history: &History, p: &Published) -> Option<u32> {
+/// The number of the last `dispatch` commit before push attempt `attempt`
+/// (from 0) for `p`, in the first process: the one that claimed the row for it.
+fn commit_before_push(history: &History, p: &Published, attempt: usize) -> Option<u32> {
     let device = p.person.device();
-    let last = history
+    let (sent, _) = history
         .events
         .iter()
-        .rposition(|e| e.kind == Kind::Send && e.subject.as_deref() == Some(device.as_str()))?;
-    history.events[..last]
+        .enumerate()
+        .filter(|(_, e)| e.kind == Kind::Send && e.subject.as_deref() == Some(device.as_str()))
+        .nth(attempt)?;
+    history.events[..sent]
         .iter()
         .rev()
         .find(|e| e.kind == Kind::Commit && e.op.as_deref() == Some("dispatch") && e.process == 1)
@@ -1100,6 +1121,26 @@ fn not_early(s: &Scenario, played: &Played) -> std::result::Result<String, Findi
                         about(p),
                         clock(early),
                         clock(last)
+                    ));
+                    continue;
+                }
+                // A push the provider never refused falls back after its
+                // four attempts, counting one its dispatcher lost: the sweep
+                // counts it, though it never reached the provider.
+                let refused = s
+                    .troubled()
+                    .any(|(h, t)| h.trouble == Trouble::Rejected && std::ptr::eq(t, p));
+                let lost = usize::from(s.lost.as_deref() == Some(p.person.device().as_str()));
+                let made = attempts.len() + lost;
+                if let (Some(&first), false, true) = (emails.first(), refused, made < ATTEMPTS) {
+                    let with_lost = match lost {
+                        0 => String::new(),
+                        _ => " (one lost with its dispatcher)".to_string(),
+                    };
+                    details.push(format!(
+                        "{}: an email went out at {} after {made} of the push's {ATTEMPTS} attempts{with_lost}; the last was still to come.",
+                        about(p),
+                        clock(first),
                     ));
                 }
             }
@@ -1311,7 +1352,7 @@ struct Down {
 #[derive(Clone, Debug, Serialize)]
 struct World {
     seed: u64,
-    /// How often the dispatcher wakes, [`WORLD_TICK`]: part of the world,
+    /// How often the dispatcher wakes, [`WORLD_TICK`] or [`ODD_TICK`]: part of the world,
     /// so that the reference's cached runs of it follow a change.
     tick: i64,
     members: Vec<Member>,
@@ -1354,17 +1395,18 @@ impl Told<'_> {
 /// A message can still be dead-lettered with the provider back, by a crash
 /// that loses the claim of its fourth attempt (the sweep counts it): so no
 /// message may fail three times in a stretch before the crash comes. The
-/// breaker opens at once, as news reaches five phones, and each restart
+/// breaker opens at once, as news reaches six phones, and each restart
 /// closes it and costs the messages one more failure: the stretch has one
 /// deploy at most.
 const LONGEST_DOWN: i64 = 5 * MINUTE + 30 * SECOND;
 
 /// How long before a stretch, and after it, no phone that has trouble of
-/// its own is told anything. A message released by an open breaker keeps
-/// its place in the queue, and a new one comes first: a probe to a phone
-/// that always fails would be the probe again 30 s later, and again, and
-/// hold every push back. Before the stretch, a troubled message must be
-/// done with, and a crash can move its attempts by up to 11 min 30 s.
+/// its own is told anything, so that its attempts and the outage's probes
+/// never meet: a probe to a phone that always fails would keep the breaker
+/// open while the provider is back, until another row took its place, and
+/// how long that takes is the world's luck. Before the stretch, a
+/// troubled message must be done with, and a crash can move its attempts
+/// by up to 11 min 30 s.
 /// After it, the breaker must have closed: the messages it held back are
 /// due again within 5 min of their last failure, or 6 min of a claim a
 /// crash lost, and the first of them to be tried goes through.
@@ -1378,6 +1420,12 @@ const QUIET_AFTER: i64 = 7 * MINUTE;
 /// times, which the reference's run of the same world shares.
 const WORLD_TICK: i64 = 5 * SECOND;
 
+/// How often the dispatcher wakes in one world out of four (seeds 3, 7,
+/// 11, ...): with a tick of 5 s, a retry 1 s after its failure goes at the
+/// same wake-up as one 5 s after it, and chapter 5's first wait could be
+/// anything up to 5 s.
+const ODD_TICK: i64 = 3 * SECOND;
+
 /// How long the service runs on after the last thing happens. A push that
 /// never gets through is dead-lettered 5 min 35 s after it is published,
 /// and its email goes a wake-up later; when a crash costs it an attempt,
@@ -1388,22 +1436,24 @@ const SETTLE: i64 = 13 * MINUTE;
 impl World {
     /// A world drawn from `seed` over everything chapter 8 speaks about.
     ///
-    /// News of every kind reaches two to five phones that work, some
+    /// News of every kind reaches two to six phones that work, some
     /// readers of email (with or without a phone) and at most one phone
     /// with trouble (flaky, dead, never answering, refused). One phone at
     /// most in the whole world fails with a 5xx or a timeout (a refusal
-    /// never counts against the provider), and four working phones are
-    /// told beside it, so that the push breaker stays closed, as one bad
-    /// phone should leave it: a failing phone and two working ones in a
-    /// minute would open it, and a message released by an open breaker
-    /// stays first in the queue, so the failing one would be its probe
-    /// again and again, and hold every push back until a new message
-    /// came. Three working phones still outweigh it when one publish is
-    /// refused. Likewise one email address at most fails: a reader's,
-    /// told with four working readers, or the address a troubled phone's
-    /// fallback goes to, failing once. Half the worlds have the push provider down or
-    /// hanging for one to five and a half minutes, from a moment when
-    /// news is told to every working phone, so that the breaker opens.
+    /// never counts against the provider). A dead one is told with two
+    /// working phones: its third failure opens the push breaker on a
+    /// provider that works, as chapter 7's rule has it (three of five sends
+    /// in a minute); the next news, which tells a working phone, is the
+    /// probe that closes it. One that never answers is told with three:
+    /// three failures of six, exactly half, keep the breaker closed.
+    /// As the last news, it is told with four working phones, which keep
+    /// the breaker closed: no later push would come to take the probe's
+    /// place from it once its last retry is due. Likewise one email
+    /// address at most fails: a reader's, told with four working readers,
+    /// or the address a troubled phone's fallback goes to, failing once.
+    /// Half the worlds have the push provider down or hanging for one to
+    /// five and a half minutes, from a moment when news is told to every
+    /// working phone, so that the breaker opens on an outage.
     fn generated(seed: u64) -> World {
         let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 8);
         let mut names = NAMES.to_vec();
@@ -1417,7 +1467,11 @@ impl World {
             mail,
         };
         let down = rng.between(0, 1) == 1;
-        let working = rng.between(if down { 5 } else { 4 }, 5);
+        // With the push provider down, six: the news that lands as it goes
+        // down reaches all of them, and the breaker opens on the fifth
+        // failure with a message of that batch still to send, which goes
+        // back to the queue untouched.
+        let working = rng.between(if down { 5 } else { 4 }, 5) + u64::from(down);
         let mut members: Vec<Member> = (0..working)
             .map(|_| next("push", true, Script::Fine, Script::Fine))
             .collect();
@@ -1510,12 +1564,25 @@ impl World {
                 .map(|m| m.name)
                 .collect();
             rng.shuffle(&mut phones);
-            let least = match &troubled {
-                Some(t) if t.push.fails() => 4,
+            // A failing phone is told with two working ones if it is dead:
+            // its third failure, 35 s after the first, makes three of five
+            // sends in a minute, and opens the breaker on a provider that
+            // works (see `World::fits`). One that never answers is told with
+            // three: three of six, exactly half, keeps the breaker closed.
+            // As the last news, it is told with four working ones at least,
+            // which keep the breaker closed.
+            let phone_fails = troubled.as_ref().is_some_and(|t| t.push.fails());
+            let least = match i + 1 == times.len() {
+                true if phone_fails => 4,
                 _ => 2,
             };
             let phones_told = if starts_down {
                 phones.len()
+            } else if phone_fails && least == 2 {
+                match troubled.as_ref().map(|t| t.push) {
+                    Some(Script::Unanswered) => 3,
+                    _ => 2,
+                }
             } else {
                 rng.between(least, phones.len() as u64) as usize
             };
@@ -1582,9 +1649,10 @@ impl World {
                 at
             }
         };
+        let tick = if seed % 4 == 3 { ODD_TICK } else { WORLD_TICK };
         World {
             seed,
-            tick: WORLD_TICK,
+            tick,
             members,
             news,
             down,
@@ -1760,12 +1828,39 @@ impl World {
         });
         let during = |t: &&i64| self.down.is_some_and(|d| (d.from..d.to).contains(*t));
         let restarts = self.deploys.iter().filter(during).count();
-        spaced && calm && restarts <= 1 && self.news.iter().all(|n| self.holds(n))
+        // A failing phone told with fewer than four working ones may open
+        // the breaker on a provider that works, and then, once its last
+        // retry is due, be the probe that fails again and again: it is
+        // requeued, not charged, and would be tried for ever unless another
+        // push comes to take the probe's place. So later news is told to a
+        // working phone.
+        let followed = self.news.iter().enumerate().all(|(i, n)| {
+            !self.crowded(n)
+                || self.news[i + 1..].iter().any(|later| {
+                    later.told.iter().any(|(_, name)| {
+                        let m = self.member(name);
+                        m.channel == "push" && m.push == Script::Fine
+                    })
+                })
+        });
+        spaced && calm && followed && restarts <= 1 && self.news.iter().all(|n| self.holds(n))
+    }
+
+    /// Whether a piece of news tells a failing phone with fewer than four
+    /// working ones, enough failures in a minute to open the breaker.
+    fn crowded(&self, news: &News) -> bool {
+        let told: Vec<&Member> = news.told.iter().map(|(_, n)| self.member(n)).collect();
+        let fails = told.iter().any(|m| m.channel == "push" && m.push.fails());
+        let working = told
+            .iter()
+            .filter(|m| m.channel == "push" && m.push == Script::Fine)
+            .count();
+        fails && working < 4
     }
 
     /// Whether a piece of news may be told to fewer people: a troubled
-    /// phone among them needs four working ones, a failing reader four
-    /// working readers.
+    /// phone among them needs two working ones (four if it is the last
+    /// news, see [`World::fits`]), a failing reader four working readers.
     fn holds(&self, news: &News) -> bool {
         let told: Vec<&Member> = news.told.iter().map(|(_, n)| self.member(n)).collect();
         let working = |channel: &str| {
@@ -1779,7 +1874,7 @@ impl World {
         };
         let phone_fails = told.iter().any(|m| m.channel == "push" && m.push.fails());
         let mail_fails = told.iter().any(|m| m.channel == "email" && m.mail.fails());
-        (!phone_fails || working("push") >= 4) && (!mail_fails || working("email") >= 4)
+        (!phone_fails || working("push") >= 2) && (!mail_fails || working("email") >= 4)
     }
 }
 
@@ -1896,7 +1991,16 @@ impl Explorer for Generated {
                 .iter()
                 .find(|((c, r, b), _)| c == channel && r == recipient && b == body)
                 .map(|(_, s)| s.clone())
-                .unwrap_or_else(|| stray(channel, recipient, body))
+                .unwrap_or_else(|| {
+                    // Named after its notice too, if its text is one: a
+                    // refused publish owes nothing, strays included.
+                    let about = world.notices().find(|n| n.text() == body);
+                    let stray = stray(channel, recipient, body);
+                    match about {
+                        Some(n) => format!("{}: {stray}", n.tag()),
+                        None => stray,
+                    }
+                })
         };
         let mut keys: Vec<(String, String, String)> =
             known.iter().map(|(k, _)| k.clone()).collect();

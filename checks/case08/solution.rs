@@ -236,8 +236,9 @@ pub fn dispatch(
         let failed = sent.as_ref().is_err_and(|err| !err.is_permanent());
         breaker.record(now, failed);
         if gate == Gate::Probe && failed {
-            // The provider is still down. That is no fault of this row.
-            release(db, &row)?;
+            // The provider is still down. That is no fault of this row; but
+            // the next probe should be another row, in case it is.
+            requeue(db, &row, now)?;
             continue;
         }
         record(db, &row, sent, now)?;
@@ -290,6 +291,20 @@ fn release(db: &mut Db, row: &Claimed) -> Result<()> {
               WHERE {OURS}"
         ),
         (row.id, dispatcher(), row.claimed_at),
+    )?;
+    Ok(())
+}
+
+/// Hands a failed probe's row back without charging it an attempt: PENDING
+/// and due, but behind every row that has waited longer.
+fn requeue(db: &mut Db, row: &Claimed, now: i64) -> Result<()> {
+    db.execute(
+        &format!(
+            "UPDATE outbox SET status = 'PENDING', next_attempt_at = ?4,
+                               claimed_by = NULL, claimed_at = NULL
+              WHERE {OURS}"
+        ),
+        (row.id, dispatcher(), row.claimed_at, now),
     )?;
     Ok(())
 }
