@@ -28,14 +28,25 @@ fn edit(shop: &Workshop, edits: &[(&str, &str)]) {
 
 /// Case processes still running whose command line has `marker`.
 fn running(marker: &str) -> usize {
-    let out = Command::new("pgrep").args(["-fc", marker]).output();
-    match out {
-        Ok(out) => String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(0),
-        Err(_) => 0,
-    }
+    // Read from /proc, so that no tool (pgrep) is needed to see them.
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| {
+            String::from_utf8_lossy(c)
+                .replace('\0', " ")
+                .contains(marker)
+        })
+        .count()
 }
 
 /// `script` runs a command on a terminal of its own, where there is one.
