@@ -63,13 +63,16 @@ fn has_script() -> bool {
 fn a_case_that_prints_spawns_hangs_or_exits_early_is_explained_once() {
     let shop = Workshop::new(TARGET);
     let shipped = shop.read(CASE);
+    // The children's `sleep` carries a number of this run's own, so that
+    // another test run on the machine cannot be counted as ours.
+    let sleep = format!("41{}", std::process::id());
+    let spawns = format!(
+        "    println!(\"inviting {{}}\", invite.email);\n    eprintln!(\"to {{}}\", invite.workspace);\n    std::process::Command::new(\"sleep\").arg(\"{sleep}\").spawn()?;\n    let tx = db.transaction()?;"
+    );
     edit(
         &shop,
         &[
-            (
-                "    let tx = db.transaction()?;",
-                "    println!(\"inviting {}\", invite.email);\n    eprintln!(\"to {}\", invite.workspace);\n    std::process::Command::new(\"sleep\").arg(\"4141\").spawn()?;\n    let tx = db.transaction()?;",
-            ),
+            ("    let tx = db.transaction()?;", spawns.as_str()),
             (
                 "    let unsent: Vec<(i64, String, String)> = db",
                 "    let members: i64 = db.query_row(\"SELECT count(*) FROM memberships\", [], |r| r.get(0))?;\n    if members >= 2 {\n        dbg!(members);\n        loop {\n            std::thread::sleep(std::time::Duration::from_millis(20));\n        }\n    }\n    let unsent: Vec<(i64, String, String)> = db",
@@ -116,7 +119,11 @@ fn a_case_that_prints_spawns_hangs_or_exits_early_is_explained_once() {
 
     // Nothing the case started outlives it.
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert_eq!(running("sleep 4141"), 0, "the case's children were stopped");
+    assert_eq!(
+        running(&format!("sleep {sleep}")),
+        0,
+        "the case's children were stopped"
+    );
 
     // On a terminal, a hung case says what it waits on.
     if has_script() {
