@@ -1560,12 +1560,7 @@ impl Explorer for Generated {
     }
 
     fn faults(&self) -> FaultModel {
-        FaultModel {
-            crash_after_commit: &["publish", "dispatch", "sweep"],
-            fail_commit: &["publish", "dispatch", "sweep"],
-            crash_after_send: &["dispatch"],
-            requests: &["publish"],
-        }
+        FaultModel::DISPATCHER
     }
 
     fn invariants(&self) -> Invariants {

@@ -1949,10 +1949,8 @@ impl Explorer for Generated {
 
     fn faults(&self) -> FaultModel {
         FaultModel {
-            crash_after_commit: &["publish", "dispatch", "sweep"],
-            fail_commit: &["publish", "dispatch", "sweep"],
             crash_after_send: &[],
-            requests: &["publish"],
+            ..FaultModel::DISPATCHER
         }
     }
 

@@ -86,6 +86,20 @@ pub struct FaultModel {
     pub requests: &'static [&'static str],
 }
 
+impl FaultModel {
+    /// The dispatcher of chapters 6 to 8: a `publish` takes the request;
+    /// `dispatch` and `sweep` run on a schedule, which resumes after a
+    /// restart, and the sweep hands back whatever a crash left claimed, so
+    /// a crash or a failing commit anywhere is survivable, a crash right
+    /// after a send included.
+    pub const DISPATCHER: FaultModel = FaultModel {
+        crash_after_commit: &["publish", "dispatch", "sweep"],
+        fail_commit: &["publish", "dispatch", "sweep"],
+        crash_after_send: &["dispatch"],
+        requests: &["publish"],
+    };
+}
+
 /// Which of the shared invariants hold in a chapter.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Invariants {
