@@ -369,12 +369,7 @@ fn run(chapter: &Chapter, case: &Case, show_output: bool) -> Result<i32> {
 fn quiet_on_closed_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let message = crate::panic_message(info).unwrap_or_default();
         if message.contains("Broken pipe") || message.contains("os error 32") {
             crate::runner::stop_all();
             end_by_broken_pipe();

@@ -33,5 +33,15 @@ pub use db::Db;
 pub use domain::{Invite, Worker};
 pub use provider::{Email, Provider, Providers, Push, SendError};
 
+/// A panic's message, when it has one (a `&str` or a `String` payload):
+/// for the panic hooks of `notify` and of a case process.
+pub(crate) fn panic_message(info: &std::panic::PanicHookInfo<'_>) -> Option<String> {
+    let payload = info.payload();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+}
+
 /// The result type of a case's operations: any error, with its context.
 pub type Result<T, E = anyhow::Error> = std::result::Result<T, E>;

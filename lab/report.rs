@@ -231,13 +231,7 @@ impl CheckReport {
                 let events = timeline::focus(&v.timeline, v.focus.as_deref());
                 let width = columns.unwrap_or(timeline::WIDEST);
                 out.push_str(&timeline::render(&events, width));
-                let outputs: Vec<&Output> = v
-                    .timeline
-                    .iter()
-                    .filter(|e| e.kind == Kind::Start)
-                    .filter_map(|e| e.output.as_ref())
-                    .collect();
-                out.push_str(&self.printed(&outputs));
+                out.push_str(&self.printed(&v.timeline));
                 out.push('\n');
             }
         }
@@ -303,23 +297,23 @@ impl CheckReport {
         let width = columns().unwrap_or(timeline::WIDEST);
         out.push_str(&timeline::render(&events, width));
         out.push_str(&format!("        {last}\n"));
-        let outputs: Vec<&Output> = stopped
-            .timeline
-            .iter()
-            .filter(|e| e.kind == Kind::Start)
-            .filter_map(|e| e.output.as_ref())
-            .collect();
-        out.push_str(&self.printed(&outputs));
+        out.push_str(&self.printed(&stopped.timeline));
         out.push('\n');
         out
     }
 
-    /// What the case printed in a reported scenario, under its timeline:
-    /// the last [`OUTPUT_LINES`] lines unless `show_output`.
-    fn printed(&self, outputs: &[&Output]) -> String {
+    /// What the case printed in a reported scenario, under its timeline
+    /// (each process's output rides on its start event): the last
+    /// [`OUTPUT_LINES`] lines unless `show_output`.
+    fn printed(&self, timeline: &[Event]) -> String {
+        let outputs: Vec<&Output> = timeline
+            .iter()
+            .filter(|e| e.kind == Kind::Start)
+            .filter_map(|e| e.output.as_ref())
+            .collect();
         let limit = (!self.show_output).then_some(OUTPUT_LINES);
         let more = format!("`notify check {} --show-output` shows all", self.chapter);
-        printed(outputs, limit, &more, 8)
+        printed(&outputs, limit, &more, 8)
     }
 }
 

@@ -454,12 +454,8 @@ fn wait_until(at: std::time::SystemTime) {
 fn record_panics(recorder: Arc<Mutex<Recorder>>) {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let message = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic with no message".to_string());
+        let message =
+            crate::panic_message(info).unwrap_or_else(|| "a panic with no message".to_string());
         let place = info
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
