@@ -4,6 +4,8 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use anyhow::{Context, Result};
 
+use super::{EXIT_ERROR, EXIT_PASS};
+
 /// What the learner said.
 #[derive(PartialEq, Eq)]
 pub(super) enum Answer {
@@ -33,5 +35,29 @@ pub(super) fn confirm(question: &str) -> Result<Answer> {
         Answer::Yes
     } else {
         Answer::No
+    })
+}
+
+/// Asks `question` before doing something: `None` to go ahead, else the
+/// exit code to end with. A no prints `declined` (when there is one) and
+/// ends with 0; with nobody to ask, `no_terminal` goes to standard error
+/// and it ends with 2.
+pub(super) fn go_ahead(
+    question: &str,
+    declined: Option<&str>,
+    no_terminal: &str,
+) -> Result<Option<i32>> {
+    Ok(match confirm(question)? {
+        Answer::Yes => None,
+        Answer::No => {
+            if let Some(declined) = declined {
+                println!("{declined}");
+            }
+            Some(EXIT_PASS)
+        }
+        Answer::NobodyToAsk => {
+            eprintln!("{no_terminal}");
+            Some(EXIT_ERROR)
+        }
     })
 }

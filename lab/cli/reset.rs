@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
-use super::ask::{confirm, Answer};
+use super::ask::go_ahead;
 use super::{EXIT_ERROR, EXIT_PASS};
 use crate::catalogue;
 use crate::chapter::{fingerprint, Chapter};
@@ -60,19 +60,12 @@ pub(super) fn reset(root: &Path, chapters: &[&Chapter], yes: bool) -> Result<i32
             "This puts back the shipped {}. Your version is saved in .notify/backups/ first. Reset? [y/N]",
             files.join(", ")
         );
-        match confirm(&question)? {
-            Answer::Yes => {}
-            Answer::No => {
-                println!("nothing was reset.");
-                return Ok(EXIT_PASS);
-            }
-            Answer::NobodyToAsk => {
-                eprintln!(
-                    "error: reset asks before replacing {}, and there is no terminal to ask on.\nAdd --yes to reset without asking (your version is saved in .notify/backups/ first).",
-                    files.join(", ")
-                );
-                return Ok(EXIT_ERROR);
-            }
+        let no_terminal = format!(
+            "error: reset asks before replacing {}, and there is no terminal to ask on.\nAdd --yes to reset without asking (your version is saved in .notify/backups/ first).",
+            files.join(", ")
+        );
+        if let Some(code) = go_ahead(&question, Some("nothing was reset."), &no_terminal)? {
+            return Ok(code);
         }
     }
     let backups = backup_folder(root)?;
@@ -149,19 +142,12 @@ pub(super) fn restore(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32> 
             chapter.case_file,
             relative(root, &backup)
         );
-        match confirm(&question)? {
-            Answer::Yes => {}
-            Answer::No => {
-                println!("nothing was restored.");
-                return Ok(EXIT_PASS);
-            }
-            Answer::NobodyToAsk => {
-                eprintln!(
-                    "error: restoring asks before replacing {}, which holds changes, and there is no terminal to ask on.\nAdd --yes to restore without asking (the file as it is now is saved in .notify/backups/ first).",
-                    chapter.case_file
-                );
-                return Ok(EXIT_ERROR);
-            }
+        let no_terminal = format!(
+            "error: restoring asks before replacing {}, which holds changes, and there is no terminal to ask on.\nAdd --yes to restore without asking (the file as it is now is saved in .notify/backups/ first).",
+            chapter.case_file
+        );
+        if let Some(code) = go_ahead(&question, Some("nothing was restored."), &no_terminal)? {
+            return Ok(code);
         }
     }
     if let (true, Some(current)) = (changed, current) {

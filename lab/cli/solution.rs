@@ -7,8 +7,8 @@ use anyhow::Result;
 use colored::Colorize;
 use similar::{ChangeTag, TextDiff};
 
-use super::ask::{confirm, Answer};
-use super::{EXIT_ERROR, EXIT_PASS};
+use super::ask::go_ahead;
+use super::EXIT_PASS;
 use crate::catalogue;
 use crate::chapter::Chapter;
 use crate::progress::{Progress, Status};
@@ -23,16 +23,12 @@ pub(super) fn solution(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32>
             "Case {} does not pass yet, and `notify hint {}` may be all you need. Show the solution anyway? [y/N]",
             chapter.number, chapter.number
         );
-        match confirm(&question)? {
-            Answer::Yes => {}
-            Answer::No => return Ok(EXIT_PASS),
-            Answer::NobodyToAsk => {
-                eprintln!(
-                    "error: case {} does not pass yet, and there is no terminal to ask whether to show its solution anyway.\nAdd --yes to see it.",
-                    chapter.number
-                );
-                return Ok(EXIT_ERROR);
-            }
+        let no_terminal = format!(
+            "error: case {} does not pass yet, and there is no terminal to ask whether to show its solution anyway.\nAdd --yes to see it.",
+            chapter.number
+        );
+        if let Some(code) = go_ahead(&question, None, &no_terminal)? {
+            return Ok(code);
         }
     }
     let theirs = catalogue::solution(root, chapter)?;
