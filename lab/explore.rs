@@ -362,6 +362,7 @@ fn restart_plan<E: Explorer>(explorer: &E, crashed: &Plan, number: u32) -> Resul
         push: crashed.push.clone(),
         seed: crashed.seed,
         host: None,
+        starts_at: crashed.starts_at,
     })
 }
 

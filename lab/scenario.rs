@@ -49,6 +49,10 @@ pub struct Plan {
     /// restarted under the name of one that is still running.
     #[serde(default)]
     pub host: Option<String>,
+    /// The UTC instant the simulated clock's 0 stands for, in ms since the
+    /// UNIX epoch; `None`: [`crate::clock::DEFAULT_START`].
+    #[serde(default)]
+    pub starts_at: Option<i64>,
 }
 
 /// How a provider behaves: scripted per scenario. Attempts are counted in

@@ -305,7 +305,10 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
             email: provider("email", &plan.provider, seed),
             push: provider("push", &plan.push, seed.rotate_left(16)),
         },
-        clock: Clock::new(recorder.clone()),
+        clock: Clock::new(
+            recorder.clone(),
+            plan.starts_at.unwrap_or(crate::clock::DEFAULT_START),
+        ),
         state: HashMap::new(),
     };
 

@@ -1,0 +1,1221 @@
+//! Check 09: decide: preferences and quiet hours.
+//!
+//! People in five time zones hear about their events by email and by push.
+//! Some have turned a channel off for a kind of notification; some change
+//! their mind while a message waits. Notices come through a night on which
+//! a country changes its clocks, so quiet hours (22:00 to 08:00 on the
+//! person's own clock) are an hour shorter or longer than usual there. The
+//! dispatcher wakes every minute. The check reads every send the providers
+//! saw, turns its simulated time into the recipient's local time (with the
+//! IANA time zone database, through jiff), and judges: nothing on a channel
+//! turned off, no push in quiet hours, every held push sent by 08:02, and a
+//! security alert at once on every channel whatever the rest says.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::clock::{instant, MINUTE, SECOND};
+use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::serve::{Job, Schedule};
+use lab::world::{read_pairs, History, Outcome};
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 9,
+    title: "decide: preferences and quiet hours",
+    case_file: "cases/case09_decide.rs",
+    text_file: "chapters/09-decide-preferences-and-quiet-hours.md",
+    bin: "case09",
+    shipped_hash: 0x9e77_3186_ed4a_9c21,
+    run,
+    check,
+};
+
+const OPTED_OUT: &str = "nothing goes out on a channel its recipient turned off for that kind";
+const QUIET: &str =
+    "no push other than a security alert between 22:00 and 08:00 on its recipient's clock";
+const HELD: &str =
+    "every push held for quiet hours is still sent, by 08:02 on its recipient's clock";
+const CRITICAL: &str =
+    "a security alert goes out at once, on every channel, whatever the hour and the preferences";
+
+/// How often the dispatcher wakes up.
+const WAKE_UP: i64 = MINUTE;
+/// How late after 08:00 a held push may go: two wake-ups, room for a
+/// provider that fails it once or twice.
+const PROMPT: i64 = 2 * WAKE_UP;
+/// The gaps between attempts (chapter 5).
+const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
+/// The kind nobody can turn off or delay.
+const SECURITY: &str = "security_alert";
+const KINDS: [&str; 3] = ["date_chosen", "comment", "event_cancelled"];
+const CHANNELS: [&str; 2] = ["email", "push"];
+
+/// A night on which a time zone changes its clocks: the scenario's clock
+/// starts at `starts_at` (UTC, ms since the UNIX epoch).
+#[derive(Clone, Copy, Debug, Serialize)]
+struct Night {
+    name: &'static str,
+    starts_at: i64,
+}
+
+/// 2026-03-28 20:00 UTC: Paris moves from 02:00 to 03:00 at 01:00 UTC.
+const PARIS_SPRING: Night = Night {
+    name: "the night of 28 March 2026, when Paris moves its clocks forward",
+    starts_at: 1_774_728_000_000,
+};
+/// 2026-10-24 19:00 UTC: Paris moves from 03:00 back to 02:00 at 01:00 UTC.
+const PARIS_FALL: Night = Night {
+    name: "the night of 24 October 2026, when Paris moves its clocks back",
+    starts_at: 1_792_868_400_000,
+};
+/// 2026-11-01 00:00 UTC: New York moves from 02:00 back to 01:00 at 06:00 UTC.
+const NEW_YORK_FALL: Night = Night {
+    name: "the night of 31 October 2026, when New York moves its clocks back",
+    starts_at: 1_793_491_200_000,
+};
+/// 2026-03-08 00:00 UTC: New York moves from 02:00 to 03:00 at 07:00 UTC.
+const NEW_YORK_SPRING: Night = Night {
+    name: "the night of 7 March 2026, when New York moves its clocks forward",
+    starts_at: 1_772_928_000_000,
+};
+/// 2026-04-04 09:00 UTC: Sydney moves from 03:00 back to 02:00 at 16:00 UTC.
+const SYDNEY_FALL: Night = Night {
+    name: "the night of 4 April 2026, when Sydney moves its clocks back",
+    starts_at: 1_775_293_200_000,
+};
+/// 2026-10-03 09:00 UTC: Sydney moves from 02:00 to 03:00 at 16:00 UTC.
+const SYDNEY_SPRING: Night = Night {
+    name: "the night of 3 October 2026, when Sydney moves its clocks forward",
+    starts_at: 1_790_845_200_000,
+};
+const NIGHTS: [Night; 6] = [
+    PARIS_SPRING,
+    PARIS_FALL,
+    NEW_YORK_FALL,
+    NEW_YORK_SPRING,
+    SYDNEY_FALL,
+    SYDNEY_SPRING,
+];
+
+const ZONES: [&str; 5] = [
+    "Europe/Paris",
+    "America/New_York",
+    "Asia/Tokyo",
+    "Australia/Sydney",
+    "Asia/Kolkata",
+];
+
+/// How a provider treats one person's messages on one channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+enum Script {
+    Healthy,
+    /// The first n attempts fail with a 503, then it works.
+    Flaky(u32),
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Person {
+    name: String,
+    zone: &'static str,
+    /// (kind, channel) turned off before the scenario begins.
+    off: Vec<(String, String)>,
+    email: Script,
+    push: Script,
+}
+
+impl Person {
+    fn recipient(&self, channel: &str) -> String {
+        match channel {
+            "push" => format!("{}-phone", self.name),
+            _ => format!("{}@example.com", self.name),
+        }
+    }
+
+    fn script(&self, channel: &str) -> Script {
+        match channel {
+            "push" => self.push,
+            _ => self.email,
+        }
+    }
+}
+
+/// Something published for one person, at a simulated time.
+#[derive(Clone, Debug, Serialize)]
+struct Notice {
+    /// Its number in the scenario: `#3`.
+    number: usize,
+    person: String,
+    kind: &'static str,
+    at: i64,
+}
+
+impl Notice {
+    fn text(&self) -> String {
+        let what = match self.kind {
+            "date_chosen" => "Book club: Thursday 19:00 it is",
+            "comment" => "Lena commented on the climbing trip",
+            "event_cancelled" => "Board games on Friday is cancelled",
+            _ => "New sign-in to your account",
+        };
+        format!("{what} (#{})", self.number)
+    }
+
+    /// The publish step's subject, contained in each of its fates' names.
+    fn subject(&self) -> String {
+        format!("#{} {}", self.number, self.person)
+    }
+
+    fn critical(&self) -> bool {
+        self.kind == SECURITY
+    }
+}
+
+/// A person turning a channel on or off for a kind, at a simulated time.
+#[derive(Clone, Debug, Serialize)]
+struct Change {
+    person: String,
+    kind: &'static str,
+    channel: &'static str,
+    enabled: bool,
+    at: i64,
+}
+
+/// A night's notices for a few people.
+#[derive(Clone, Debug, Serialize)]
+struct Batch {
+    /// `None` for the chapter's own nights.
+    seed: Option<u64>,
+    night: Night,
+    people: Vec<Person>,
+    notices: Vec<Notice>,
+    changes: Vec<Change>,
+    /// A deploy: the first process stops here and a new one carries on.
+    restart_at: Option<i64>,
+}
+
+fn person(name: &str, zone: &'static str, off: &[(&str, &str)]) -> Person {
+    Person {
+        name: name.to_string(),
+        zone,
+        off: off
+            .iter()
+            .map(|(k, c)| (k.to_string(), c.to_string()))
+            .collect(),
+        email: Script::Healthy,
+        push: Script::Healthy,
+    }
+}
+
+fn notice(number: usize, person: &str, kind: &'static str, at: i64) -> Notice {
+    Notice {
+        number,
+        person: person.to_string(),
+        kind,
+        at,
+    }
+}
+
+const HOUR: i64 = 60 * MINUTE;
+
+impl Batch {
+    /// The chapter's night (Paris moves its clocks forward), from 20:00 UTC.
+    fn chapter() -> Batch {
+        let mut ben = person("ben", "America/New_York", &[]);
+        ben.push = Script::Flaky(2);
+        Batch {
+            seed: None,
+            night: PARIS_SPRING,
+            people: vec![
+                person("ada", "Europe/Paris", &[("date_chosen", "email")]),
+                ben,
+                person("cleo", "Asia/Tokyo", &[]),
+                person("dev", "Australia/Sydney", &[("date_chosen", "push")]),
+                person("emma", "Asia/Kolkata", &[("security_alert", "push")]),
+            ],
+            notices: vec![
+                notice(1, "ada", "date_chosen", 0),
+                notice(2, "cleo", "date_chosen", 0),
+                notice(3, "dev", "date_chosen", 0),
+                notice(4, "emma", "security_alert", 30 * MINUTE),
+                notice(5, "ada", "comment", 2 * HOUR),
+                notice(6, "ben", "comment", 5 * HOUR + 58 * MINUTE),
+            ],
+            changes: vec![
+                Change {
+                    person: "dev".to_string(),
+                    kind: "date_chosen",
+                    channel: "push",
+                    enabled: true,
+                    at: 20 * MINUTE,
+                },
+                Change {
+                    person: "cleo".to_string(),
+                    kind: "date_chosen",
+                    channel: "push",
+                    enabled: false,
+                    at: HOUR,
+                },
+            ],
+            restart_at: None,
+        }
+    }
+
+    /// Paris moves its clocks back, from 19:00 UTC: a comment at 23:00 waits
+    /// for 08:00 on the winter clock, ten hours later.
+    fn autumn() -> Batch {
+        Batch {
+            seed: None,
+            night: PARIS_FALL,
+            people: vec![
+                person("ada", "Europe/Paris", &[]),
+                person("jon", "Asia/Kolkata", &[("comment", "push")]),
+            ],
+            notices: vec![
+                notice(1, "ada", "comment", 2 * HOUR),
+                notice(2, "jon", "comment", 2 * HOUR),
+                notice(3, "ada", "security_alert", 4 * HOUR),
+            ],
+            changes: vec![Change {
+                person: "ada".to_string(),
+                kind: "event_cancelled",
+                channel: "push",
+                enabled: false,
+                at: 3 * HOUR,
+            }],
+            restart_at: None,
+        }
+    }
+
+    /// A night drawn from `seed` over the chapter's whole world.
+    fn generated(seed: u64) -> Batch {
+        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 9);
+        let night = *rng.pick(&NIGHTS);
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let count = rng.between(1, 4) as usize;
+        let people: Vec<Person> = names[..count]
+            .iter()
+            .map(|name| {
+                let zone = *rng.pick(&ZONES);
+                let mut off = Vec::new();
+                if rng.between(0, 2) == 0 {
+                    let kind = *rng.pick(&[KINDS[0], KINDS[1], KINDS[2], SECURITY]);
+                    off.push((kind.to_string(), rng.pick(&CHANNELS).to_string()));
+                }
+                let mut script = || match rng.between(0, 5) {
+                    0 => Script::Flaky(rng.between(1, 2) as u32),
+                    _ => Script::Healthy,
+                };
+                Person {
+                    name: name.to_string(),
+                    zone,
+                    off,
+                    email: script(),
+                    push: script(),
+                }
+            })
+            .collect();
+        let count = rng.between(1, 6) as usize;
+        let notices: Vec<Notice> = (1..=count)
+            .map(|number| {
+                let p = rng.pick(&people);
+                let kind = match rng.between(0, 7) {
+                    0 => SECURITY,
+                    _ => *rng.pick(&KINDS),
+                };
+                // Some land a few minutes either side of 22:00 or 08:00 on
+                // the person's clock; the rest anywhere in ten hours.
+                let at = match rng.between(0, 3) {
+                    0 => {
+                        let edge = local_edge(night, p.zone, rng.between(0, 1) == 0);
+                        (edge + (rng.between(0, 6) as i64 - 3) * MINUTE).max(0)
+                    }
+                    _ => rng.between(0, 600) as i64 * MINUTE,
+                };
+                notice(number, &p.name, kind, at)
+            })
+            .collect();
+        let changes = (0..rng.between(0, 2))
+            .map(|_| {
+                let n = rng.pick(&notices);
+                Change {
+                    person: n.person.clone(),
+                    kind: n.kind,
+                    channel: *rng.pick(&CHANNELS),
+                    enabled: rng.between(0, 2) != 0,
+                    at: rng.between(0, 600) as i64 * MINUTE,
+                }
+            })
+            .filter(|c| {
+                // The switch must change something.
+                let off = people.iter().any(|p| {
+                    p.name == c.person && p.off.contains(&(c.kind.into(), c.channel.into()))
+                });
+                c.enabled == off
+            })
+            .collect();
+        let restart_at = (rng.between(0, 2) == 0).then(|| rng.between(1, 600) as i64 * MINUTE);
+        Batch {
+            seed: Some(seed),
+            night,
+            people,
+            notices,
+            changes,
+            restart_at,
+        }
+    }
+
+    fn name(&self) -> String {
+        let batch = match self.seed {
+            None => self.night.name.to_string(),
+            Some(seed) => format!("random night (seed {seed}), {}", self.night.name),
+        };
+        match self.restart_at {
+            Some(at) => format!("{batch}, the dispatcher restarted at {}", clock(at)),
+            None => batch,
+        }
+    }
+
+    fn person(&self, name: &str) -> &Person {
+        self.people
+            .iter()
+            .find(|p| p.name == name)
+            .expect("a notice names a person of its batch")
+    }
+
+    /// The local time at simulated time `ms` on `person`'s clock.
+    fn local(&self, person: &str, ms: i64) -> jiff::ZonedDateTime {
+        local(self.night, self.person(person).zone, ms)
+    }
+
+    /// Whether `person` has `channel` on for `kind` at simulated time
+    /// `ms`: the switches made at `ms` or before count.
+    fn enabled(&self, person: &str, kind: &str, channel: &str, ms: i64) -> bool {
+        let mut on = !self
+            .person(person)
+            .off
+            .iter()
+            .any(|(k, c)| k == kind && c == channel);
+        let mut changes: Vec<&Change> = self
+            .changes
+            .iter()
+            .filter(|c| c.person == person && c.kind == kind && c.channel == channel && c.at <= ms)
+            .collect();
+        changes.sort_by_key(|c| c.at);
+        if let Some(last) = changes.last() {
+            on = last.enabled;
+        }
+        on
+    }
+
+    /// Whether the push of `notice` is turned off at any moment after it
+    /// was published.
+    fn turned_off_later(&self, n: &Notice, channel: &str) -> bool {
+        self.changes.iter().any(|c| {
+            c.person == n.person
+                && c.kind == n.kind
+                && c.channel == channel
+                && !c.enabled
+                && c.at > n.at
+        })
+    }
+
+    /// When a push published at `at` may go out at the earliest: `at`, or
+    /// the end of the quiet hours it falls in.
+    fn morning(&self, person: &str, at: i64) -> Option<i64> {
+        let local = self.local(person, at);
+        let day = match local.hour() {
+            h if h >= 22 => local.date().tomorrow().ok()?,
+            h if h < 8 => local.date(),
+            _ => return None,
+        };
+        let end = day.at(8, 0, 0, 0).in_tz(self.person(person).zone).ok()?;
+        Some(end.timestamp().as_millisecond() - self.night.starts_at)
+    }
+
+    /// When the scenario ends: ten minutes after the last thing due. A push
+    /// whose retries run into 22:00 is due the next morning.
+    fn end(&self) -> i64 {
+        let last = self
+            .notices
+            .iter()
+            .map(|n| {
+                let retried = n.at + 10 * MINUTE;
+                self.morning(&n.person, retried).unwrap_or(retried)
+            })
+            .chain(self.changes.iter().map(|c| c.at))
+            .max()
+            .unwrap_or(0);
+        last + 10 * MINUTE
+    }
+
+    fn provider(&self, channel: &str) -> ProviderScript {
+        ProviderScript {
+            flaky: self
+                .people
+                .iter()
+                .filter_map(|p| match p.script(channel) {
+                    Script::Flaky(n) => Some((p.recipient(channel), n)),
+                    Script::Healthy => None,
+                })
+                .collect(),
+            ..ProviderScript::default()
+        }
+    }
+
+    /// The steps that cover simulated time `[from, to)`.
+    fn steps(&self, from: i64, to: i64) -> Vec<Step> {
+        let mut due: Vec<(i64, Step)> = Vec::new();
+        for n in self.notices.iter().filter(|n| (from..to).contains(&n.at)) {
+            let input = serde_json::json!({
+                "person": n.person,
+                "kind": n.kind,
+                "text": n.text(),
+            });
+            due.push((n.at, Step::with("publish", input, &n.subject())));
+        }
+        for c in self.changes.iter().filter(|c| (from..to).contains(&c.at)) {
+            let input = serde_json::json!({
+                "person": c.person,
+                "kind": c.kind,
+                "channel": c.channel,
+                "enabled": c.enabled,
+            });
+            due.push((c.at, Step::with("set_preference", input, &c.person)));
+        }
+        due.sort_by_key(|(at, _)| *at);
+        let mut steps = Vec::new();
+        let mut now = from;
+        for (at, step) in due {
+            if at > now {
+                steps.push(schedule(at));
+                now = at;
+            }
+            steps.push(step);
+        }
+        steps.push(schedule(to));
+        steps
+    }
+
+    fn plans(&self, dir: &Path) -> Vec<Plan> {
+        let end = self.end();
+        let cut = self.restart_at.filter(|&at| at < end).unwrap_or(end);
+        let plan = |process: u32, steps: Vec<Step>| Plan {
+            dir: dir.to_path_buf(),
+            process,
+            steps,
+            provider: self.provider("email"),
+            push: self.provider("push"),
+            seed: self.seed.unwrap_or(0),
+            starts_at: Some(self.night.starts_at),
+            ..Plan::default()
+        };
+        let mut first = plan(1, self.steps(0, cut));
+        first.fixture = self
+            .people
+            .iter()
+            .map(|p| {
+                format!(
+                    "INSERT INTO people (id, email, device, time_zone) VALUES ('{}', '{}', '{}', '{}')",
+                    p.name,
+                    p.recipient("email"),
+                    p.recipient("push"),
+                    p.zone
+                )
+            })
+            .chain(self.people.iter().flat_map(|p| {
+                p.off.iter().map(move |(kind, channel)| {
+                    format!(
+                        "INSERT INTO preferences (person, kind, channel, enabled) VALUES ('{}', '{kind}', '{channel}', 0)",
+                        p.name
+                    )
+                })
+            }))
+            .collect();
+        let mut plans = vec![first];
+        if cut < end {
+            plans.push(plan(2, self.steps(cut, end)));
+        }
+        plans
+    }
+}
+
+const NAMES: [&str; 12] = [
+    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
+];
+
+/// The simulated time, in a scenario of `night`, at which the clock of
+/// `zone` next shows 22:00 (`evening`) or 08:00, from the scenario's start.
+fn local_edge(night: Night, zone: &str, evening: bool) -> i64 {
+    let start = local(night, zone, 0);
+    let hour = if evening { 22 } else { 8 };
+    let mut day = start.date();
+    for _ in 0..2 {
+        if let Ok(at) = day.at(hour, 0, 0, 0).in_tz(zone) {
+            let ms = at.timestamp().as_millisecond() - night.starts_at;
+            if ms >= 0 {
+                return ms;
+            }
+        }
+        day = day.tomorrow().unwrap_or(day);
+    }
+    0
+}
+
+fn local(night: Night, zone: &str, ms: i64) -> jiff::ZonedDateTime {
+    instant(night.starts_at, ms)
+        .and_then(|t| Ok(t.in_tz(zone)?))
+        .expect("the chapter's zones are in the bundled database")
+}
+
+fn in_quiet_hours(local: &jiff::ZonedDateTime) -> bool {
+    local.hour() >= 22 || local.hour() < 8
+}
+
+/// "23:04" on the local clock; "Sun 08:00" when the day matters.
+fn hhmm(local: &jiff::ZonedDateTime) -> String {
+    local.strftime("%H:%M").to_string()
+}
+
+/// The dispatcher's schedule until `until`.
+fn schedule(until: i64) -> Step {
+    Schedule {
+        until_ms: until,
+        jobs: vec![Job {
+            op: "dispatch".to_string(),
+            every_ms: WAKE_UP,
+        }],
+    }
+    .step()
+}
+
+/// Simulated time as a clock reads it: `5:36`, `1:02:03`.
+fn clock(ms: i64) -> String {
+    let s = ms / SECOND;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// What one scenario left behind.
+struct Played {
+    batch: Batch,
+    exits: Vec<Exit>,
+    history: History,
+    unreadable: Option<String>,
+}
+
+impl Played {
+    fn trouble(&self) -> Option<String> {
+        if let Some((i, exit)) = self
+            .exits
+            .iter()
+            .enumerate()
+            .find(|(_, e)| **e != Exit::Finished)
+        {
+            let which = if i == 0 {
+                "the service"
+            } else {
+                "the restarted service"
+            };
+            return Some(format!("{which} {}", exit.describe()));
+        }
+        self.unreadable.clone()
+    }
+
+    /// Every attempt to send `notice` on `channel`: (simulated time, outcome).
+    fn attempts(&self, n: &Notice, channel: &str) -> Vec<(i64, Outcome)> {
+        attempts(&self.batch, &self.history, n, channel)
+    }
+
+    fn sent(&self, n: &Notice, channel: &str) -> Vec<i64> {
+        self.attempts(n, channel)
+            .into_iter()
+            .filter(|a| a.1 == Outcome::Delivered)
+            .map(|a| a.0)
+            .collect()
+    }
+
+    /// "23:00 Europe/Paris"
+    fn at(&self, n: &Notice, ms: i64) -> String {
+        hhmm(&self.batch.local(&n.person, ms))
+    }
+}
+
+fn attempts(batch: &Batch, history: &History, n: &Notice, channel: &str) -> Vec<(i64, Outcome)> {
+    let recipient = batch.person(&n.person).recipient(channel);
+    let text = n.text();
+    history
+        .attempts(channel)
+        .filter(|d| d.recipient == recipient && d.body == text)
+        .map(|d| (d.at_ms, d.outcome))
+        .collect()
+}
+
+fn play(case: &Case, batch: &Batch) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let mut exits = Vec::new();
+    for plan in batch.plans(dir.path()) {
+        let exit = case.start(&plan)?;
+        let stop = exit != Exit::Finished;
+        exits.push(exit);
+        if stop {
+            break;
+        }
+    }
+    let history = History::read(dir.path())?;
+    let unreadable = read_rows(dir.path())
+        .err()
+        .map(|err| format!("the outbox could not be read: {err:#}"));
+    Ok(Played {
+        batch: batch.clone(),
+        exits,
+        history,
+        unreadable,
+    })
+}
+
+/// `notify run 9`: the chapter's night, told as a story.
+fn run(case: &Case) -> Result<String> {
+    let batch = Batch::chapter();
+    let played = play(case, &batch)?;
+    let mut out = format!(
+        "{}: the dispatcher wakes every minute\n\
+         ada (Paris) turned email off for date_chosen, dev (Sydney) push off for date_chosen,\n\
+         emma (Kolkata) push off for security_alert; ben's phone fails twice\n\
+         at 0:20:00 dev turns push back on for date_chosen; at 1:00:00 cleo turns it off\n\n",
+        batch.night.name
+    );
+    out.push_str(&format!(
+        "  {:<4}{:<6}{:<16}{:<17}{:<9}{:<8}{}\n",
+        "#", "who", "kind", "zone", "channel", "queued", "sent (their clock)"
+    ));
+    let mut off = 0;
+    let mut night = 0;
+    for n in &batch.notices {
+        for channel in CHANNELS {
+            let sent = played.sent(n, channel);
+            let mut said: Vec<String> = sent.iter().map(|&ms| played.at(n, ms)).collect();
+            if said.is_empty() {
+                said.push("-".to_string());
+            }
+            let mut notes = Vec::new();
+            for &ms in &sent {
+                if !n.critical() && !batch.enabled(&n.person, n.kind, channel, ms) {
+                    off += 1;
+                    notes.push("turned off");
+                }
+                if channel == "push" && !n.critical() && in_quiet_hours(&batch.local(&n.person, ms))
+                {
+                    night += 1;
+                    notes.push("in quiet hours");
+                }
+            }
+            let note = if notes.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", notes.join(", "))
+            };
+            out.push_str(&format!(
+                "  {:<4}{:<6}{:<16}{:<17}{:<9}{:<8}{}{note}\n",
+                format!("{}", n.number),
+                n.person,
+                n.kind,
+                batch.person(&n.person).zone,
+                channel,
+                played.at(n, n.at),
+                said.join(", "),
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\nmessages on a channel its recipient had turned off: {off}\npushes in quiet hours: {night}\n"
+    ));
+    if let Some(trouble) = played.trouble() {
+        out.push_str(&format!("\n{trouble}\n"));
+    }
+    Ok(out)
+}
+
+/// The first failure of a property, in the order the scenarios were played.
+struct Finding {
+    evidence: String,
+    scenario: String,
+    details: Vec<String>,
+    seed: Option<u64>,
+}
+
+fn trouble_finding(played: &Played) -> Option<Finding> {
+    played.trouble().map(|trouble| Finding {
+        evidence: "the case did not finish".to_string(),
+        scenario: format!("{}: {trouble}", played.batch.name()),
+        details: Vec::new(),
+        seed: played.batch.seed,
+    })
+}
+
+/// The first scenario whose `judge` finds something, with how many things
+/// it found over all of them.
+fn first(
+    played: &[Played],
+    judge: impl Fn(&Played) -> Vec<String>,
+    what: &str,
+) -> (usize, Option<Finding>) {
+    let mut total = 0;
+    let mut found = None;
+    for p in played {
+        if let Some(f) = trouble_finding(p) {
+            return (total, Some(f));
+        }
+        let lines = judge(p);
+        total += lines.len();
+        if found.is_none() && !lines.is_empty() {
+            found = Some((p, lines));
+        }
+    }
+    let finding = found.map(|(p, lines)| Finding {
+        evidence: format!("{total} {what}"),
+        scenario: format!("{}:", p.batch.name()),
+        details: lines.into_iter().take(6).collect(),
+        seed: p.batch.seed,
+    });
+    (total, finding)
+}
+
+/// Sends on a channel turned off for their kind, at the moment of the send.
+fn opted_out(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for n in batch.notices.iter().filter(|n| !n.critical()) {
+        for channel in CHANNELS {
+            for ms in played.sent(n, channel) {
+                if !batch.enabled(&n.person, n.kind, channel, ms) {
+                    let when = if batch.enabled(&n.person, n.kind, channel, n.at) {
+                        "turned off after it was queued"
+                    } else {
+                        "turned off"
+                    };
+                    lines.push(format!(
+                        "#{} {} ({}): {} sent at {}, {channel} {when} for {}.",
+                        n.number,
+                        n.person,
+                        batch.person(&n.person).zone,
+                        channel,
+                        played.at(n, ms),
+                        n.kind
+                    ));
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// Non-critical pushes sent in quiet hours on the recipient's clock.
+fn quiet(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for n in batch.notices.iter().filter(|n| !n.critical()) {
+        for ms in played.sent(n, "push") {
+            let local = batch.local(&n.person, ms);
+            if in_quiet_hours(&local) {
+                lines.push(format!(
+                    "#{} {} ({}): {} push queued at {}, sent at {} ({} UTC).",
+                    n.number,
+                    n.person,
+                    batch.person(&n.person).zone,
+                    n.kind,
+                    played.at(n, n.at),
+                    hhmm(&local),
+                    local.timestamp().strftime("%H:%M")
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// Pushes the person wanted that never went out, and pushes held for quiet
+/// hours that went out later than 08:02.
+fn held(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for n in batch.notices.iter().filter(|n| !n.critical()) {
+        if !batch.enabled(&n.person, n.kind, "push", n.at) || batch.turned_off_later(n, "push") {
+            continue;
+        }
+        let sent = played.sent(n, "push");
+        let label = format!(
+            "#{} {} ({}): {} push queued at {}",
+            n.number,
+            n.person,
+            batch.person(&n.person).zone,
+            n.kind,
+            played.at(n, n.at)
+        );
+        let Some(&first) = sent.first() else {
+            lines.push(format!("{label}, never sent."));
+            continue;
+        };
+        let Some(morning) = batch.morning(&n.person, n.at) else {
+            continue;
+        };
+        if sent
+            .iter()
+            .any(|&ms| in_quiet_hours(&batch.local(&n.person, ms)))
+        {
+            continue;
+        }
+        if first > morning + PROMPT {
+            lines.push(format!(
+                "{label}, sent at {}, not by {} ({} late).",
+                played.at(n, first),
+                hhmm(&batch.local(&n.person, morning + PROMPT)),
+                lab::explore::span(first - morning)
+            ));
+        }
+    }
+    lines
+}
+
+/// Security alerts not sent on both channels within two wake-ups.
+fn critical(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for n in batch.notices.iter().filter(|n| n.critical()) {
+        for channel in CHANNELS {
+            let sent = played.sent(n, channel);
+            let late = match sent.first() {
+                None => Some("never sent".to_string()),
+                Some(&ms) if ms > n.at + PROMPT => Some(format!(
+                    "sent at {}, {} after it was raised",
+                    played.at(n, ms),
+                    lab::explore::span(ms - n.at)
+                )),
+                Some(_) => None,
+            };
+            if let Some(late) = late {
+                let off = if batch.enabled(&n.person, n.kind, channel, n.at) {
+                    ""
+                } else {
+                    " (they turned it off)"
+                };
+                lines.push(format!(
+                    "#{} {} ({}): security alert at {}, {channel}{off} {late}.",
+                    n.number,
+                    n.person,
+                    batch.person(&n.person).zone,
+                    played.at(n, n.at)
+                ));
+            }
+        }
+    }
+    lines
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    // Nights of ten hours and more, a minute at a time.
+    let case = case.patient(std::time::Duration::from_secs(20));
+    let mut batches = vec![Batch::chapter(), Batch::autumn()];
+    batches.extend(
+        options
+            .seeds
+            .iter()
+            .map(|&s| Batch::generated(s.wrapping_add(1000))),
+    );
+    let played: Vec<Played> = in_parallel(&batches, |b| play(&case, b))
+        .into_iter()
+        .collect::<Result<_>>()?;
+    let processes: usize = played.iter().map(|p| p.exits.len()).sum();
+
+    let sends: usize = played
+        .iter()
+        .map(|p| {
+            p.history
+                .deliveries
+                .iter()
+                .filter(|d| d.outcome == Outcome::Delivered)
+                .count()
+        })
+        .sum();
+    let pushes: usize = played
+        .iter()
+        .map(|p| p.history.delivered("push").count())
+        .sum();
+    let (_, f_off) = first(&played, opted_out, "sent on a channel turned off");
+    let (_, f_quiet) = first(&played, quiet, "pushes in quiet hours");
+    let (_, f_held) = first(&played, held, "held pushes lost or late");
+    let (_, f_critical) = first(&played, critical, "alerts not sent at once");
+    let held_count: usize = played
+        .iter()
+        .map(|p| {
+            p.batch
+                .notices
+                .iter()
+                .filter(|n| !n.critical() && p.batch.morning(&n.person, n.at).is_some())
+                .filter(|n| !p.sent(n, "push").is_empty())
+                .count()
+        })
+        .sum();
+    let alerts: usize = played
+        .iter()
+        .map(|p| p.batch.notices.iter().filter(|n| n.critical()).count())
+        .sum();
+    let mut verdicts = vec![
+        judge(
+            OPTED_OUT,
+            format!("{sends} messages, none on a channel turned off"),
+            f_off,
+        ),
+        judge(
+            QUIET,
+            format!("{pushes} pushes, none in quiet hours"),
+            f_quiet,
+        ),
+        judge(
+            HELD,
+            format!("{held_count} pushes held, each sent by 08:02"),
+            f_held,
+        ),
+        judge(
+            CRITICAL,
+            format!("{alerts} alerts, each sent at once on both channels"),
+            f_critical,
+        ),
+    ];
+    let explored = explore(
+        &Generated,
+        "09",
+        &case,
+        options.reference.as_ref(),
+        options.budget,
+    )?;
+    verdicts.extend(explored.verdicts);
+    Ok(Checked {
+        verdicts,
+        processes: processes + explored.processes,
+    })
+}
+
+fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
+    let Some(f) = finding else {
+        return Verdict::pass(property, pass_evidence);
+    };
+    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
+    verdict.seed = f.seed;
+    verdict
+}
+
+/// Chapter 9's world for the explorer: a night on which one of five time
+/// zones changes its clocks, up to four people across the zones, notices
+/// of every kind (some a few minutes either side of 22:00 or 08:00 on the
+/// recipient's clock), switches turned on and off while messages wait,
+/// providers that fail a message once or twice, and sometimes a deploy.
+/// Faults go where a dispatcher without chapter 6's sweep survives them:
+/// a crash after any commit of `publish` and `set_preference`, and a
+/// failing `publish` commit (the notice is refused).
+struct Generated;
+
+impl Explorer for Generated {
+    type Scenario = Batch;
+
+    fn generate(&self, seed: u64) -> Batch {
+        Batch::generated(seed)
+    }
+
+    fn plans(&self, batch: &Batch, dir: &Path) -> Vec<Plan> {
+        batch.plans(dir)
+    }
+
+    fn startup(&self) -> Vec<Step> {
+        Vec::new()
+    }
+
+    fn faults(&self) -> FaultModel {
+        FaultModel {
+            crash_after_commit: &["publish", "set_preference"],
+            fail_commit: &["publish"],
+            crash_after_send: &[],
+            requests: &["publish"],
+        }
+    }
+
+    fn invariants(&self) -> Invariants {
+        Invariants {
+            told_once: true,
+            settled: true,
+            retry_gaps: &RETRY_GAPS,
+        }
+    }
+
+    fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
+        let rows = read_rows(run.dir)?;
+        let mut fates = BTreeMap::new();
+        for n in &batch.notices {
+            for channel in CHANNELS {
+                let tried = attempts(batch, run.history, n, channel);
+                let told = tried.iter().filter(|a| a.1 == Outcome::Delivered).count() as u32;
+                let times: Vec<String> = tried
+                    .iter()
+                    .map(|(ms, outcome)| {
+                        let said = match outcome {
+                            Outcome::Delivered => "sent",
+                            Outcome::Deduplicated => "repeat",
+                            Outcome::Failed => "503",
+                            Outcome::Rejected => "refused",
+                        };
+                        format!("{} {said}", hhmm(&batch.local(&n.person, *ms)))
+                    })
+                    .collect();
+                let detail = if times.is_empty() {
+                    "no attempt".to_string()
+                } else {
+                    format!("on their clock: {}", times.join(", "))
+                };
+                let state = if told > 0 { "sent" } else { "not sent" };
+                fates.insert(
+                    format!("{} {channel} ({})", n.subject(), n.kind),
+                    Fate {
+                        told,
+                        state: state.to_string(),
+                        detail,
+                    },
+                );
+            }
+        }
+        Ok(Observation { fates, rows })
+    }
+
+    fn shrink(&self, batch: &Batch) -> Vec<Batch> {
+        let mut smaller = Vec::new();
+        if batch.restart_at.is_some() {
+            smaller.push(Batch {
+                restart_at: None,
+                ..batch.clone()
+            });
+        }
+        for i in 0..batch.notices.len() {
+            if batch.notices.len() > 1 {
+                let mut notices = batch.notices.clone();
+                notices.remove(i);
+                smaller.push(Batch {
+                    notices,
+                    ..batch.clone()
+                });
+            }
+        }
+        for i in 0..batch.changes.len() {
+            let mut changes = batch.changes.clone();
+            changes.remove(i);
+            smaller.push(Batch {
+                changes,
+                ..batch.clone()
+            });
+        }
+        for p in &batch.people {
+            let busy = batch.notices.iter().any(|n| n.person == p.name)
+                || batch.changes.iter().any(|c| c.person == p.name);
+            if !busy && batch.people.len() > 1 {
+                smaller.push(Batch {
+                    people: batch
+                        .people
+                        .iter()
+                        .filter(|q| q.name != p.name)
+                        .cloned()
+                        .collect(),
+                    ..batch.clone()
+                });
+            }
+        }
+        smaller
+    }
+
+    fn describe(&self, batch: &Batch) -> String {
+        let people: Vec<String> = batch
+            .people
+            .iter()
+            .map(|p| {
+                let mut said = format!("{} in {}", p.name, p.zone);
+                for (kind, channel) in &p.off {
+                    said.push_str(&format!(", {channel} off for {kind}"));
+                }
+                for channel in CHANNELS {
+                    if let Script::Flaky(n) = p.script(channel) {
+                        said.push_str(&format!(", {channel} fails {n}x"));
+                    }
+                }
+                said
+            })
+            .collect();
+        let notices: Vec<String> = batch
+            .notices
+            .iter()
+            .map(|n| {
+                format!(
+                    "#{} {} for {} at {}",
+                    n.number,
+                    n.kind,
+                    n.person,
+                    hhmm(&batch.local(&n.person, n.at))
+                )
+            })
+            .collect();
+        let changes: Vec<String> = batch
+            .changes
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} turns {} {} for {} at {}",
+                    c.person,
+                    c.channel,
+                    if c.enabled { "on" } else { "off" },
+                    c.kind,
+                    hhmm(&batch.local(&c.person, c.at))
+                )
+            })
+            .collect();
+        let mut text = format!(
+            "{}; {}; {}",
+            batch.night.name,
+            people.join("; "),
+            notices.join(", ")
+        );
+        if !changes.is_empty() {
+            text.push_str(&format!("; {}", changes.join(", ")));
+        }
+        if let Some(at) = batch.restart_at {
+            text.push_str(&format!("; the dispatcher restarts at {}", clock(at)));
+        }
+        text
+    }
+}
+
+/// The outbox as it was left.
+fn read_rows(dir: &Path) -> Result<Vec<Row>> {
+    if !dir.join(APP_DB).exists() {
+        return Ok(Vec::new());
+    }
+    let statuses = read_pairs(
+        dir,
+        "SELECT recipient || ' (' || channel || '): ' || body, status FROM outbox ORDER BY id",
+    )?;
+    let errors = read_pairs(
+        dir,
+        "SELECT CAST(id AS TEXT), coalesce(last_error, '') FROM outbox ORDER BY id",
+    )?;
+    Ok(statuses
+        .into_iter()
+        .zip(errors)
+        .map(|((subject, status), (_, error))| Row {
+            subject,
+            status,
+            error: (!error.is_empty()).then_some(error),
+        })
+        .collect())
+}
