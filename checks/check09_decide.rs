@@ -33,12 +33,13 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case09_decide.rs",
     text_file: "chapters/09-decide-preferences-and-quiet-hours.md",
     bin: "case09",
-    shipped_hash: 0x9e77_3186_ed4a_9c21,
+    shipped_hash: 0xfea0_04a8_12ea_76ef,
     run,
     check,
 };
 
-const OPTED_OUT: &str = "nothing goes out on a channel its recipient turned off for that kind";
+const OPTED_OUT: &str =
+    "nothing goes out on a channel its recipient had turned off for that kind, when it was published or since";
 const QUIET: &str =
     "no push other than a security alert between 22:00 and 08:00 on its recipient's clock";
 const HELD: &str =
@@ -332,13 +333,13 @@ impl Batch {
                     _ => *rng.pick(&KINDS),
                 };
                 // Some land a few minutes either side of 22:00 or 08:00 on
-                // the person's clock; the rest anywhere in ten hours.
+                // the person's clock; the rest anywhere in eight hours.
                 let at = match rng.between(0, 3) {
                     0 => {
                         let edge = local_edge(night, p.zone, rng.between(0, 1) == 0);
                         (edge + (rng.between(0, 6) as i64 - 3) * MINUTE).max(0)
                     }
-                    _ => rng.between(0, 600) as i64 * MINUTE,
+                    _ => rng.between(0, 480) as i64 * MINUTE,
                 };
                 notice(number, &p.name, kind, at)
             })
@@ -351,7 +352,7 @@ impl Batch {
                     kind: n.kind,
                     channel: *rng.pick(&CHANNELS),
                     enabled: rng.between(0, 2) != 0,
-                    at: rng.between(0, 600) as i64 * MINUTE,
+                    at: rng.between(0, 480) as i64 * MINUTE,
                 }
             })
             .filter(|c| {
@@ -707,7 +708,8 @@ fn run(case: &Case) -> Result<String> {
             }
             let mut notes = Vec::new();
             for &ms in &sent {
-                if !n.critical() && !batch.enabled(&n.person, n.kind, channel, ms) {
+                let then = batch.enabled(&n.person, n.kind, channel, n.at);
+                if !n.critical() && !(then && batch.enabled(&n.person, n.kind, channel, ms)) {
                     off += 1;
                     notes.push("turned off");
                 }
@@ -795,11 +797,13 @@ fn opted_out(played: &Played) -> Vec<String> {
     for n in batch.notices.iter().filter(|n| !n.critical()) {
         for channel in CHANNELS {
             for ms in played.sent(n, channel) {
-                if !batch.enabled(&n.person, n.kind, channel, ms) {
-                    let when = if batch.enabled(&n.person, n.kind, channel, n.at) {
-                        "turned off after it was queued"
-                    } else {
-                        "turned off"
+                let then = batch.enabled(&n.person, n.kind, channel, n.at);
+                let now = batch.enabled(&n.person, n.kind, channel, ms);
+                if !then || !now {
+                    let when = match (then, now) {
+                        (true, _) => "turned off after it was published",
+                        (false, true) => "off when it was published (turned on later)",
+                        _ => "turned off",
                     };
                     lines.push(format!(
                         "#{} {} ({}): {} sent at {}, {channel} {when} for {}.",
