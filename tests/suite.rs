@@ -22,6 +22,7 @@ mod chapter05;
 mod chapter06;
 mod chapter07;
 mod chapter08;
+mod chapter09;
 mod cli;
 mod debugging;
 mod docs;
