@@ -350,7 +350,7 @@ impl Batch {
                 Change {
                     person: n.person.clone(),
                     kind: n.kind,
-                    channel: *rng.pick(&CHANNELS),
+                    channel: CHANNELS[rng.between(0, 1) as usize],
                     enabled: rng.between(0, 2) != 0,
                     at: rng.between(0, 480) as i64 * MINUTE,
                 }
@@ -709,7 +709,8 @@ fn run(case: &Case) -> Result<String> {
             let mut notes = Vec::new();
             for &ms in &sent {
                 let then = batch.enabled(&n.person, n.kind, channel, n.at);
-                if !n.critical() && !(then && batch.enabled(&n.person, n.kind, channel, ms)) {
+                let now = batch.enabled(&n.person, n.kind, channel, ms);
+                if !n.critical() && (!then || !now) {
                     off += 1;
                     notes.push("turned off");
                 }
