@@ -23,6 +23,67 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Gives a copies' target folder the dependencies that this test run's own
+/// build has just compiled, once: a fresh folder would compile every one of
+/// them again (SQLite included), a minute or two of CPU on a clean clone.
+/// Cargo finds the copied ones fresh and compiles only the workshop's own
+/// crate. File times are kept, as cargo compares them. The workshop's own
+/// binaries (the cases, notify, the test suite) are left behind: each copy
+/// builds its own.
+fn seed(target: &Path) {
+    static SEEDED: std::sync::Once = std::sync::Once::new();
+    SEEDED.call_once(|| {
+        let seeded = target.join("debug");
+        if seeded.join(".fingerprint").is_dir() {
+            return;
+        }
+        // `target/debug/notify`: its folder is this run's build.
+        let built = Path::new(env!("CARGO_BIN_EXE_notify")).parent().unwrap();
+        let staged = target.join(format!("debug.seeding-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&staged);
+        for folder in ["build", ".fingerprint", "deps"] {
+            copy_built(&built.join(folder), &staged.join(folder));
+        }
+        if fs::rename(&staged, &seeded).is_err() {
+            // Another run seeded it first.
+            let _ = fs::remove_dir_all(&staged);
+        }
+    });
+}
+
+/// Whether a file in `deps/` is one of the workshop's own binaries or its
+/// library, which a copy builds from its own sources.
+fn ours(name: &str) -> bool {
+    let own = ["case0", "case1", "suite-", "outbox-", "claim-", "lab-", "liblab-"];
+    own.iter().any(|prefix| name.starts_with(prefix))
+        || (name.starts_with("notify-") && !name.contains('.'))
+}
+
+fn copy_built(from: &Path, to: &Path) {
+    let Ok(entries) = fs::read_dir(from) else {
+        return;
+    };
+    fs::create_dir_all(to).unwrap();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let target = to.join(&name);
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            copy_built(&entry.path(), &target);
+        } else if kind.is_file() && !ours(&name.to_string_lossy()) {
+            fs::copy(entry.path(), &target).unwrap();
+            let modified = entry.metadata().and_then(|m| m.modified()).unwrap();
+            fs::File::options()
+                .write(true)
+                .open(&target)
+                .and_then(|f| f.set_modified(modified))
+                .unwrap();
+        }
+    }
+}
+
 /// A temporary copy of the workshop.
 pub struct Workshop {
     pub dir: tempfile::TempDir,
@@ -41,10 +102,9 @@ impl Workshop {
         for name in [".cargo", "lab", "cases", "checks", "benches", "chapters"] {
             copy_tree(&root.join(name), &dir.path().join(name));
         }
-        Workshop {
-            dir,
-            target: root.join("target").join(target),
-        }
+        let target = root.join("target").join(target);
+        seed(&target);
+        Workshop { dir, target }
     }
 
     /// The copy's root folder.
