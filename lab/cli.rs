@@ -93,6 +93,10 @@ enum Command {
         /// Print the verdicts as JSON
         #[arg(long)]
         json: bool,
+        /// Also write the verdicts as JSON to FILE, while the report is
+        /// printed as usual (for graders that keep both)
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["all", "json"])]
+        json_to: Option<std::path::PathBuf>,
         /// Show every line the case printed in a reported scenario, not
         /// only the last ones
         #[arg(long)]
@@ -268,6 +272,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             thorough,
             timeout,
             json,
+            json_to,
             show_output,
             show,
         } => {
@@ -282,6 +287,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 thorough,
                 timeout,
                 json,
+                json_to,
                 show_output,
             };
             if all {

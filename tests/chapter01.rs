@@ -51,13 +51,13 @@ const SETTLED: usize = 7;
 /// `check 1` as shipped, played once for every test that judges it.
 fn shipped() -> &'static (i32, Value) {
     static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
-    REPORT.get_or_init(|| check_json(&["1"]))
+    REPORT.get_or_init(|| common::checked_json(&["1"]))
 }
 
 /// `check 1 --variant send-after-commit`, played once for every test that judges it.
 fn send_after_commit() -> &'static (i32, Value) {
     static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
-    REPORT.get_or_init(|| check_json(&["1", "--variant", "send-after-commit"]))
+    REPORT.get_or_init(|| common::checked_json(&["1", "--variant", "send-after-commit"]))
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn the_shipped_case_disagrees_with_the_reference_on_a_generated_scenario() {
 
 #[test]
 fn the_reference_solution_passes_everything() {
-    let (code, report) = check_json(&["1", "--solution"]);
+    let (code, report) = common::checked_json(&["1", "--solution"]);
     // The reference is not compared with itself: its agreement line says so.
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
@@ -167,13 +167,13 @@ fn sending_after_commit_loses_the_email_in_a_crash() {
 
 #[test]
 fn an_outbox_row_in_a_second_transaction_fails_the_crash_properties() {
-    let (_, report) = check_json(&["1", "--variant", "second-transaction"]);
+    let (_, report) = common::checked_json(&["1", "--variant", "second-transaction"]);
     assert_eq!(pattern(&report), "PASS PASS FAIL PASS PASS FAIL PASS PASS");
 }
 
 #[test]
 fn sending_inside_the_transaction_fails_when_the_commit_fails() {
-    let (_, report) = check_json(&["1", "--variant", "check-seats-first"]);
+    let (_, report) = common::checked_json(&["1", "--variant", "check-seats-first"]);
     assert_eq!(pattern(&report), "PASS PASS PASS FAIL PASS FAIL PASS PASS");
     let scenario = report["verdicts"][SURVIVES]["scenario"].as_str().unwrap();
     assert!(scenario.contains("commit 1 fails"), "{scenario}");
@@ -181,7 +181,7 @@ fn sending_inside_the_transaction_fails_when_the_commit_fails() {
 
 #[test]
 fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
-    let (code, report) = check_json(&["1", "--variant", "only-acme"]);
+    let (code, report) = common::checked_json(&["1", "--variant", "only-acme"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS FAIL FAIL PASS FAIL PASS PASS PASS");
     // It passes the chapter's own batch: the failure names a seed to replay.
@@ -192,7 +192,8 @@ fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
         .expect("a generated scenario's seed");
     assert_eq!(seed, generated, "both fail on the first seed");
     // --seed replays the random batch and the generated scenario of that seed.
-    let (_, replay) = check_json(&["1", "--variant", "only-acme", "--seed", &seed.to_string()]);
+    let (_, replay) =
+        common::checked_json(&["1", "--variant", "only-acme", "--seed", &seed.to_string()]);
     assert_eq!(replay["verdicts"][1]["pass"], false);
     assert_eq!(replay["verdicts"][1]["seed"].as_u64(), Some(seed));
     assert_eq!(replay["verdicts"][AGREES]["pass"], false);
@@ -201,7 +202,7 @@ fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
 
 #[test]
 fn one_email_per_person_never_tells_a_second_workspace() {
-    let (code, report) = check_json(&["1", "--variant", "one-email-per-person"]);
+    let (code, report) = common::checked_json(&["1", "--variant", "one-email-per-person"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL PASS PASS PASS");
     let agrees = &report["verdicts"][AGREES];
@@ -223,7 +224,7 @@ fn one_email_per_person_never_tells_a_second_workspace() {
 
 #[test]
 fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
-    let (code, report) = check_json(&["1", "--variant", "relay-marks-first"]);
+    let (code, report) = common::checked_json(&["1", "--variant", "relay-marks-first"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS PASS");
     let survives = &report["verdicts"][SURVIVES];
@@ -237,7 +238,7 @@ fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
 
 #[test]
 fn a_seat_taken_outside_the_transaction_is_lost_with_it() {
-    let (code, report) = check_json(&["1", "--variant", "seat-outside-transaction"]);
+    let (code, report) = common::checked_json(&["1", "--variant", "seat-outside-transaction"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS PASS");
     let details = report["verdicts"][SURVIVES]["details"].to_string();

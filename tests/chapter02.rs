@@ -63,18 +63,18 @@ const SETTLED: usize = 7;
 /// `check 2` as shipped, played once for every test that judges it.
 fn shipped() -> &'static (i32, Value) {
     static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
-    REPORT.get_or_init(|| check_json(&["2"]))
+    REPORT.get_or_init(|| common::checked_json(&["2"]))
 }
 
 /// `check 2 --variant process-key`, played once for every test that judges it.
 fn process_key() -> &'static (i32, Value) {
     static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
-    REPORT.get_or_init(|| check_json(&["2", "--variant", "process-key"]))
+    REPORT.get_or_init(|| common::checked_json(&["2", "--variant", "process-key"]))
 }
 
 /// The pattern of `check 2 --variant NAME`, and its report.
 fn variant(name: &str) -> (String, Value) {
-    let (code, report) = check_json(&["2", "--variant", name]);
+    let (code, report) = common::checked_json(&["2", "--variant", name]);
     assert_eq!(code, 1, "{name} fails");
     (pattern(&report), report)
 }
@@ -159,7 +159,7 @@ fn the_shipped_case_sends_again_when_the_relay_cannot_mark_a_row() {
 
 #[test]
 fn the_reference_solution_passes_everything() {
-    let (code, report) = check_json(&["2", "--solution"]);
+    let (code, report) = common::checked_json(&["2", "--solution"]);
     // The reference is not compared with itself: its agreement line says so.
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
@@ -264,9 +264,9 @@ fn a_random_batch_replays_from_its_seed() {
     // A fix must hold beyond the chapter's batch: --seed plays one random
     // batch beside it, with someone invited to two workspaces, and the
     // generated scenario of that seed under every fault.
-    let (_, report) = check_json(&["2", "--solution", "--seed", "7"]);
+    let (_, report) = common::checked_json(&["2", "--solution", "--seed", "7"]);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS PASS");
-    let (_, report) = check_json(&["2", "--seed", "7"]);
+    let (_, report) = common::checked_json(&["2", "--seed", "7"]);
     assert_eq!(pattern(&report), "PASS FAIL PASS FAIL PASS FAIL FAIL PASS");
     assert_eq!(report["verdicts"][SURVIVES]["seed"].as_u64(), Some(7));
 }

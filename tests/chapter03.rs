@@ -19,9 +19,16 @@ fn turn() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A fresh play of `check ARGS`, for the tests that need one.
 fn check_json(args: &[&str]) -> (i32, Value) {
     let _turn = turn();
     common::check_json(args)
+}
+
+/// `check ARGS`, played once for every test that reads it.
+fn checked_json(args: &[&str]) -> (i32, Value) {
+    let _turn = turn();
+    common::checked_json(args)
 }
 
 fn run(args: &[&str]) -> String {
@@ -89,7 +96,7 @@ fn run_after_the_fix_sends_every_row_once() {
 
 #[test]
 fn the_shipped_case_sends_rows_twice() {
-    let (code, report) = check_json(&["3"]);
+    let (code, report) = checked_json(&["3"]);
     assert_eq!(pattern(&report), "FAIL PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     assert_eq!(
@@ -113,7 +120,7 @@ fn the_shipped_case_sends_rows_twice() {
 
 #[test]
 fn the_reference_solution_passes_everything() {
-    let (code, report) = check_json(&["3", "--solution"]);
+    let (code, report) = checked_json(&["3", "--solution"]);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 0);
     assert_eq!(verdict(&report, 0)["evidence"], "5 races, 390 rows");
@@ -122,7 +129,7 @@ fn the_reference_solution_passes_everything() {
 
 #[test]
 fn select_then_update_sends_rows_twice() {
-    let (code, report) = check_json(&["3", "--variant", "select-then-update"]);
+    let (code, report) = checked_json(&["3", "--variant", "select-then-update"]);
     assert_eq!(code, 1);
     assert_eq!(verdict(&report, 0)["pass"], false);
     assert_eq!(verdict(&report, 2)["pass"], false);
@@ -152,26 +159,26 @@ fn a_deferred_transaction_gives_up_instead_of_waiting() {
 
 #[test]
 fn a_claim_that_ignores_the_status_takes_rows_in_flight() {
-    let (_, report) = check_json(&["3", "--variant", "claim-ignores-status"]);
+    let (_, report) = checked_json(&["3", "--variant", "claim-ignores-status"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
     assert_eq!(verdict(&report, 2)["pass"], false);
 }
 
 #[test]
 fn a_claim_without_an_owner_sends_what_others_claimed() {
-    let (_, report) = check_json(&["3", "--variant", "no-owner"]);
+    let (_, report) = checked_json(&["3", "--variant", "no-owner"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
 }
 
 #[test]
 fn ignoring_what_the_claim_changed_sends_rows_twice() {
-    let (_, report) = check_json(&["3", "--variant", "claim-count-ignored"]);
+    let (_, report) = checked_json(&["3", "--variant", "claim-count-ignored"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
 }
 
 #[test]
 fn sending_inside_the_claim_makes_the_other_relay_wait() {
-    let (code, report) = check_json(&["3", "--variant", "send-inside-claim"]);
+    let (code, report) = checked_json(&["3", "--variant", "send-inside-claim"]);
     assert_eq!(pattern(&report), "PASS PASS PASS FAIL PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let evidence = verdict(&report, 3)["evidence"].as_str().unwrap();
@@ -182,7 +189,7 @@ fn sending_inside_the_claim_makes_the_other_relay_wait() {
 
 #[test]
 fn the_key_alone_hides_the_race_but_does_not_end_it() {
-    let (code, report) = check_json(&["3", "--variant", "key-only"]);
+    let (code, report) = checked_json(&["3", "--variant", "key-only"]);
     assert_eq!(pattern(&report), "PASS PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let said = details(&report, 2);
@@ -194,13 +201,13 @@ fn the_key_alone_hides_the_race_but_does_not_end_it() {
 
 #[test]
 fn rows_split_by_relay_number_fail_with_more_relays() {
-    let (code, report) = check_json(&["3", "--variant", "rows-by-relay-number"]);
+    let (code, report) = checked_json(&["3", "--variant", "rows-by-relay-number"]);
     assert_eq!(code, 1);
     let failed = verdict(&report, 0);
     assert_eq!(failed["pass"], false);
     // Right for the chapter's two relays: the failure is a random race's.
     let seed = failed["seed"].as_u64().expect("a random race's seed");
-    let (_, replay) = check_json(&[
+    let (_, replay) = checked_json(&[
         "3",
         "--variant",
         "rows-by-relay-number",
@@ -263,7 +270,7 @@ fn verdicts_are_the_same_on_every_run() {
         &["3", "--solution"],
         &["3", "--variant", "send-inside-claim"],
     ] {
-        let (_, first) = check_json(args);
+        let (_, first) = checked_json(args);
         let (_, second) = check_json(args);
         assert_eq!(
             without_timings(first),
@@ -277,16 +284,16 @@ fn verdicts_are_the_same_on_every_run() {
 fn mistakes_made_while_following_the_chapter_fail() {
     // Chapter 1's outbox, undone while reworking the relay: a crash between
     // the membership's commit and the outbox row's loses the email.
-    let (code, report) = check_json(&["3", "--variant", "outbox-after-commit"]);
+    let (code, report) = checked_json(&["3", "--variant", "outbox-after-commit"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS PASS");
     // Claimed and sent, never marked: the outbox says nothing went out.
-    let (_, report) = check_json(&["3", "--variant", "forgets-to-mark-sent"]);
+    let (_, report) = checked_json(&["3", "--variant", "forgets-to-mark-sent"]);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS PASS FAIL");
     let details = report["verdicts"][7]["details"].to_string();
     assert!(details.contains("still PROCESSING"), "{details}");
     // One row per call leaves a burst of invites waiting.
-    let (_, report) = check_json(&["3", "--variant", "one-row-per-call"]);
+    let (_, report) = checked_json(&["3", "--variant", "one-row-per-call"]);
     assert_eq!(pattern(&report), "PASS FAIL PASS PASS FAIL FAIL PASS FAIL");
 }
 

@@ -81,7 +81,7 @@ fn run_after_the_fix_adds_the_invitees_and_sends_their_emails() {
 
 #[test]
 fn the_shipped_case_fails_on_busy_errors_and_waiting() {
-    let (code, report) = check_json(&["4"]);
+    let (code, report) = common::checked_json(&["4"]);
     assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let v = &report["verdicts"];
@@ -115,7 +115,7 @@ fn the_shipped_case_fails_on_busy_errors_and_waiting() {
 
 #[test]
 fn the_reference_solution_passes_everything() {
-    let (code, report) = check_json(&["4", "--solution"]);
+    let (code, report) = common::checked_json(&["4", "--solution"]);
     assert_eq!(
         pattern(&report),
         "PASS PASS PASS PASS PASS PASS PASS",
@@ -135,7 +135,7 @@ fn the_reference_solution_passes_everything() {
 
 #[test]
 fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
-    let (code, report) = check_json(&["4", "--variant", "longer-busy-timeout"]);
+    let (code, report) = common::checked_json(&["4", "--variant", "longer-busy-timeout"]);
     assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let wait = &report["verdicts"][1];
@@ -149,25 +149,25 @@ fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
 
 #[test]
 fn retrying_a_busy_database_by_hand_waits_just_the_same() {
-    let (_, report) = check_json(&["4", "--variant", "retry-on-busy"]);
+    let (_, report) = common::checked_json(&["4", "--variant", "retry-on-busy"]);
     assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS PASS PASS");
 }
 
 #[test]
 fn sending_before_the_claim_commits_holds_the_lock() {
-    let (_, report) = check_json(&["4", "--variant", "send-inside-claim"]);
+    let (_, report) = common::checked_json(&["4", "--variant", "send-inside-claim"]);
     assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS PASS PASS");
 }
 
 #[test]
 fn one_transaction_per_row_still_holds_the_lock_across_each_send() {
-    let (_, report) = check_json(&["4", "--variant", "row-at-a-time"]);
+    let (_, report) = common::checked_json(&["4", "--variant", "row-at-a-time"]);
     assert_eq!(pattern(&report), "FAIL FAIL PASS PASS PASS PASS PASS");
 }
 
 #[test]
 fn parallel_sends_inside_the_transaction_still_hold_the_lock() {
-    let (code, report) = check_json(&["4", "--variant", "parallel-sends"]);
+    let (code, report) = common::checked_json(&["4", "--variant", "parallel-sends"]);
     assert_eq!(code, 1);
     assert_eq!(report["verdicts"][0]["pass"], false, "{report}");
     assert_eq!(report["verdicts"][2]["pass"], true, "{report}");
@@ -191,14 +191,14 @@ fn without_timings(value: serde_json::Value) -> serde_json::Value {
 fn mistakes_made_while_following_the_chapter_fail() {
     // Chapter 1's outbox, undone: a crash between the two commits loses
     // the email.
-    let (code, report) = check_json(&["4", "--variant", "outbox-after-commit"]);
+    let (code, report) = common::checked_json(&["4", "--variant", "outbox-after-commit"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL PASS PASS");
     // Sends outside the claim, never recorded: every row stays PROCESSING.
-    let (_, report) = check_json(&["4", "--variant", "forgets-to-mark-sent"]);
+    let (_, report) = common::checked_json(&["4", "--variant", "forgets-to-mark-sent"]);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS PASS FAIL");
     // One row per claim leaves the rest of a burst waiting.
-    let (_, report) = check_json(&["4", "--variant", "claim-one-row"]);
+    let (_, report) = common::checked_json(&["4", "--variant", "claim-one-row"]);
     assert_eq!(pattern(&report), "FAIL FAIL FAIL FAIL FAIL PASS FAIL");
 }
 
@@ -208,7 +208,7 @@ fn verdicts_are_the_same_on_every_run() {
     // (how many invites waited past the line) may move on a loaded machine;
     // the verdicts and the properties they judge may not.
     for args in [&["4"][..], &["4", "--variant", "longer-busy-timeout"]] {
-        let (_, first) = check_json(args);
+        let (_, first) = common::checked_json(args);
         let (_, second) = check_json(args);
         assert_eq!(
             pattern(&first),

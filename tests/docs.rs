@@ -141,7 +141,17 @@ fn console_blocks_match_the_real_output() {
 /// Runs a block's command; what differs from the text, if anything.
 fn compare(block: &Block) -> Option<String> {
     let args: Vec<&str> = block.args.iter().map(String::as_str).collect();
-    let actual = common::stdout(&common::notify(&args));
+    // A check's text comes from the same run as the grading matrix's JSON.
+    let actual = match args.split_first() {
+        Some((&"check", rest))
+            if !args
+                .iter()
+                .any(|a| a.starts_with("--json") || *a == "--all") =>
+        {
+            common::checked(rest).text.clone()
+        }
+        _ => common::stdout(&common::notify(&args)),
+    };
     let seen = |text: &str| {
         let masked = mask(text);
         let mut lines: Vec<String> = masked.lines().map(String::from).collect();

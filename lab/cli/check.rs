@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use colored::Colorize;
 use serde::Serialize;
 
@@ -29,6 +29,9 @@ pub(super) struct Options {
     pub thorough: Option<u64>,
     pub timeout: Duration,
     pub json: bool,
+    /// `--json-to FILE`: the verdicts as JSON, written to FILE besides the
+    /// report printed as usual.
+    pub json_to: Option<std::path::PathBuf>,
     /// Show every line the case printed in a reported scenario.
     pub show_output: bool,
 }
@@ -183,6 +186,11 @@ pub(super) fn one(
         }
         Graded::Report(report) => {
             eprint!("{}", report.warnings);
+            if let Some(file) = &options.json_to {
+                std::fs::write(file, serde_json::to_string_pretty(&report)?).with_context(
+                    || format!("could not write the verdicts to {}", file.display()),
+                )?;
+            }
             if options.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

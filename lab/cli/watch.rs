@@ -74,6 +74,7 @@ pub(super) fn watch(
             thorough: None,
             timeout,
             json: false,
+            json_to: None,
             show_output: false,
         },
         screen: Screen::new(keys.raw()),

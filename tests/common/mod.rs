@@ -66,3 +66,59 @@ pub fn check_json(args: &[&str]) -> (i32, serde_json::Value) {
     });
     (out.status.code().unwrap_or(-1), report)
 }
+
+/// One `notify check ARGS` run, as printed and as JSON.
+pub struct Checked {
+    pub code: i32,
+    /// The report as printed (what a chapter's console block shows).
+    pub text: String,
+    pub report: serde_json::Value,
+}
+
+/// `notify check ARGS`, played once however many tests read it: the text
+/// report for the chapters' console blocks and the JSON for the grading
+/// matrices come from the same run (`--json-to`). A test that means to play
+/// a check again, to see that it repeats, calls [`check_json`].
+pub fn checked(args: &[&str]) -> std::sync::Arc<Checked> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Slot = Arc<OnceLock<Arc<Checked>>>;
+    static PLAYED: OnceLock<Mutex<HashMap<Vec<String>, Slot>>> = OnceLock::new();
+    let key: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let slot = PLAYED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(key)
+        .or_default()
+        .clone();
+    slot.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("report.json");
+        let mut all = vec!["check"];
+        all.extend_from_slice(args);
+        let file_arg = file.to_string_lossy().into_owned();
+        all.extend_from_slice(&["--json-to", &file_arg]);
+        let out = notify(&all);
+        let json = std::fs::read(&file).unwrap_or_default();
+        let report = serde_json::from_slice(&json).unwrap_or_else(|err| {
+            panic!(
+                "check {args:?} wrote no JSON report ({err}).\nstdout: {}\nstderr: {}",
+                stdout(&out),
+                stderr(&out)
+            )
+        });
+        Arc::new(Checked {
+            code: out.status.code().unwrap_or(-1),
+            text: stdout(&out),
+            report,
+        })
+    })
+    .clone()
+}
+
+/// [`checked`]'s exit code and JSON report.
+pub fn checked_json(args: &[&str]) -> (i32, serde_json::Value) {
+    let played = checked(args);
+    (played.code, played.report.clone())
+}
