@@ -1017,8 +1017,8 @@ fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Ver
     verdict
 }
 
-/// Chapter 9's world for the explorer: a night on which one of five time
-/// zones changes its clocks, up to four people across the zones, notices
+/// Chapter 9's world for the explorer: a night on which Paris, New York or
+/// Sydney changes its clocks, up to four people across five zones, notices
 /// of every kind (some a few minutes either side of 22:00 or 08:00 on the
 /// recipient's clock), switches turned on and off while messages wait,
 /// providers that fail a message once or twice, and sometimes a deploy.
