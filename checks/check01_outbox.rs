@@ -21,11 +21,12 @@ use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::explore::{
     explore, Explored, Explorer, Fate, FaultModel, Invariants, Observation, Row, Rule, Run,
 };
+use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, Step, APP_DB};
-use lab::world::{read_pairs, History, Kind};
+use lab::world::Kind;
 use lab::Invite;
 
 pub const CHAPTER: Chapter = Chapter {

@@ -25,12 +25,13 @@ use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::explore::{
     explore, Explored, Explorer, Fate, FaultModel, Invariants, Observation, Row, Rule, Run,
 };
+use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, Step, APP_DB};
 use lab::serve::ADVANCE;
-use lab::world::{read_pairs, Event, History, Kind, Outcome};
+use lab::world::{Event, Kind, Outcome};
 use lab::Invite;
 
 pub const CHAPTER: Chapter = Chapter {

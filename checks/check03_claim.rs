@@ -27,12 +27,13 @@ use anyhow::Result;
 use rusqlite::Connection;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::history::History;
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::AT;
-use lab::world::{Delivery, History, Kind, Outcome};
+use lab::world::{Delivery, Kind, Outcome};
 use lab::{Invite, Worker};
 
 pub const CHAPTER: Chapter = Chapter {

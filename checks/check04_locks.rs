@@ -16,12 +16,13 @@
 use anyhow::Result;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::SLEEP;
-use lab::world::{read_pairs, Event, History, Kind};
+use lab::world::{Event, Kind};
 use lab::{Invite, Worker};
 
 pub const CHAPTER: Chapter = Chapter {

@@ -20,12 +20,13 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule};
-use lab::world::{read_pairs, History, Outcome};
+use lab::world::Outcome;
 
 pub const CHAPTER: Chapter = Chapter {
     number: 5,

@@ -40,12 +40,13 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, span, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB, WORLD_DB};
 use lab::serve::{Job, Schedule};
-use lab::world::{read_pairs, Delivery, Event, History, Outcome, Recorder};
+use lab::world::{Delivery, Event, Outcome, Recorder};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 6,

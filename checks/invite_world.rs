@@ -15,9 +15,9 @@ use anyhow::Result;
 use serde::Serialize;
 
 use lab::explore::{Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::history::read_pairs;
 use lab::rng::Rng;
 use lab::scenario::{Plan, Step};
-use lab::world::read_pairs;
 use lab::{Invite, Worker};
 
 const NAMES: [&str; 20] = [

@@ -1,32 +1,57 @@
 //! The lab: the machinery behind `notify`.
 //!
-//! A case file uses a few of its types: [`Db`] (the service's database, a
-//! real rusqlite connection with the lab's fault points), [`Email`] (a
-//! provider whose sends land in the world, beyond any rollback), the
-//! workshop's inputs such as [`Invite`], and [`serve!`], the case binary's
-//! entry point. The rest is the parent's side: building and running cases,
-//! reading what the world saw, and reporting verdicts.
+//! It has two sides, one folder each, and what they share:
+//! - `case/`: what runs inside a case process. A case file uses a few of
+//!   its types: [`Db`] (the service's database, a real rusqlite connection
+//!   with the lab's fault points), [`Email`] (a provider whose sends land in
+//!   the world, beyond any rollback), the simulated [`Clock`], the
+//!   workshop's inputs such as [`Invite`], and [`serve!`], the case binary's
+//!   entry point, which runs a plan and captures what the case prints.
+//! - `grade/`: what the parent does: the command line, building cases,
+//!   running scenarios and exploring generated ones, reading what the world
+//!   saw, judging, reporting, and the `try` experiments.
+//! - shared, at the top: the plan the parent hands a case process
+//!   ([`scenario`]), the world both write and the parent reads ([`world`]),
+//!   the format of a process's captured output ([`output`]), and the seeded
+//!   random numbers ([`rng`]).
 
-pub mod catalogue;
-pub mod chapter;
-pub mod cli;
-pub mod clock;
-pub mod compile;
-pub mod db;
-pub mod domain;
-pub mod experiments;
-pub mod explore;
 pub mod output;
-pub mod progress;
-pub mod provider;
-pub mod report;
 pub mod rng;
-pub mod runner;
 pub mod scenario;
-pub mod serve;
-pub mod status;
-pub mod timeline;
 pub mod world;
+
+/// What runs inside a case process.
+#[path = "case"]
+mod case_side {
+    pub mod capture;
+    pub mod clock;
+    pub mod db;
+    pub mod domain;
+    pub mod provider;
+    pub mod serve;
+}
+pub use case_side::{capture, clock, db, domain, provider, serve};
+
+/// What the parent does.
+#[path = "grade"]
+mod grade_side {
+    pub mod catalogue;
+    pub mod chapter;
+    pub mod cli;
+    pub mod compile;
+    pub mod experiments;
+    pub mod explore;
+    pub mod history;
+    pub mod progress;
+    pub mod report;
+    pub mod runner;
+    pub mod status;
+    pub mod timeline;
+}
+pub use grade_side::{
+    catalogue, chapter, cli, compile, experiments, explore, history, progress, report, runner,
+    status, timeline,
+};
 
 pub use clock::Clock;
 pub use db::Db;

@@ -1,6 +1,6 @@
 //! The `notify` command line: parsing, and the pieces every command shares
 //! (finding a chapter, building its case). Each command lives in its own
-//! module below `lab/cli/`.
+//! module below `lab/grade/cli/`.
 
 mod ask;
 mod check;

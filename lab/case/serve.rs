@@ -19,9 +19,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::capture;
 use crate::clock::Clock;
 use crate::db::{lock, Db};
-use crate::output::capture;
 use crate::provider::{Email, Provider, Providers};
 use crate::scenario::{Plan, ProviderScript, Step, APP_DB, DONE_FILE};
 use crate::world::{Kind, Recorder};

@@ -12,10 +12,11 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tempfile::TempDir;
 
+use crate::history::History;
 use crate::output::Output;
 use crate::scenario::{Fault, Plan, DONE_FILE, STDERR_FILE};
 use crate::serve::{Schedule, ADVANCE, AT, EXIT_LAB_ERROR, EXIT_PANIC, RUN, SLEEP};
-use crate::world::{Event, History, Kind, Recorder};
+use crate::world::{Event, Kind, Recorder};
 
 /// A built case binary, ready to run scenarios.
 #[derive(Clone, Debug)]

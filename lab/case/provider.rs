@@ -249,7 +249,7 @@ impl Provider {
             }
             if started.elapsed() >= Duration::from_millis(limit) {
                 let awaited: Vec<String> = moments.iter().map(Moment::describe).collect();
-                crate::output::capture::lab_message(&format!(
+                crate::capture::lab_message(&format!(
                     "the scenario held the {} send to {to} until {}, and none of that happened \
                      within {:.1} s: the lab stops the process rather than let it wait for ever",
                     self.channel,
