@@ -258,19 +258,6 @@ fn kinds(verdict: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A report without its timings, which no verdict depends on.
-fn without_timings(value: Value) -> Value {
-    match value {
-        Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        other => other,
-    }
-}
-
 #[test]
 fn verdicts_are_the_same_on_every_run() {
     let played: [(&[&str], _); 2] = [
@@ -283,8 +270,8 @@ fn verdicts_are_the_same_on_every_run() {
     for (args, (_, first)) in played {
         let (_, second) = check_json(args);
         assert_eq!(
-            without_timings(first.clone()),
-            without_timings(second),
+            common::without_timings(first.clone()),
+            common::without_timings(second),
             "check {args:?} changed its mind"
         );
     }

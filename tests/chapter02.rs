@@ -323,19 +323,6 @@ fn a_relay_that_sends_one_row_per_run_leaves_rows_behind() {
     );
 }
 
-/// A report without its timings, which no verdict depends on.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        other => other,
-    }
-}
-
 #[test]
 fn verdicts_are_the_same_on_every_run() {
     let played: [(&[&str], _); 2] = [
@@ -345,8 +332,8 @@ fn verdicts_are_the_same_on_every_run() {
     for (args, (_, first)) in played {
         let (_, second) = check_json(args);
         assert_eq!(
-            without_timings(first.clone()),
-            without_timings(second),
+            common::without_timings(first.clone()),
+            common::without_timings(second),
             "check {args:?} changed its mind"
         );
     }

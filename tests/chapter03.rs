@@ -218,51 +218,6 @@ fn rows_split_by_relay_number_fail_with_more_relays() {
     assert_eq!(verdict(&replay, 0)["seed"].as_u64(), Some(seed));
 }
 
-/// A report without its timings: the seconds, the µs of each event, and
-/// every decimal number in a text (the waits are timings too).
-fn without_timings(value: Value) -> Value {
-    match value {
-        Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        Value::String(text) => Value::String(mask_decimals(&text)),
-        other => other,
-    }
-}
-
-fn mask_decimals(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if !c.is_ascii_digit() {
-            out.push(c);
-            continue;
-        }
-        let mut number = c.to_string();
-        while let Some(&d) = chars.peek() {
-            if d.is_ascii_digit() || d == '.' {
-                number.push(d);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        let trailing_dot = number.ends_with('.');
-        if number.trim_end_matches('.').contains('.') {
-            out.push('#');
-            if trailing_dot {
-                out.push('.');
-            }
-        } else {
-            out.push_str(&number);
-        }
-    }
-    out
-}
-
 #[test]
 fn verdicts_are_the_same_on_every_run() {
     for args in [
@@ -273,8 +228,8 @@ fn verdicts_are_the_same_on_every_run() {
         let (_, first) = checked_json(args);
         let (_, second) = check_json(args);
         assert_eq!(
-            without_timings(first),
-            without_timings(second),
+            common::without_timings_or_decimals(first),
+            common::without_timings_or_decimals(second),
             "check {args:?} changed its mind"
         );
     }

@@ -8,36 +8,6 @@ use crate::common;
 
 use common::{check_json, notify, pattern, stderr, stdout};
 
-/// Replaces every decimal number (a timing) with `#`, as tests/docs.rs does.
-fn mask(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if !c.is_ascii_digit() {
-            out.push(c);
-            continue;
-        }
-        let mut number = c.to_string();
-        while let Some(&d) = chars.peek() {
-            if d.is_ascii_digit() || d == '.' {
-                number.push(d);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        if number.trim_end_matches('.').contains('.') {
-            out.push('#');
-            if number.ends_with('.') {
-                out.push('.');
-            }
-        } else {
-            out.push_str(&number);
-        }
-    }
-    out
-}
-
 const SHIPPED_STORY: &str = "\
 the outbox holds 4 emails; the relay starts sending them
 the provider takes 300 ms a send
@@ -58,7 +28,7 @@ longest invite: # ms, against 300 ms for one send
 fn run_shows_every_invite_failing_while_the_relay_sends() {
     let out = notify(&["run", "4"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(mask(&stdout(&out)), SHIPPED_STORY);
+    assert_eq!(common::mask_decimals(&stdout(&out)), SHIPPED_STORY);
 }
 
 #[test]
@@ -173,20 +143,6 @@ fn parallel_sends_inside_the_transaction_still_hold_the_lock() {
     assert_eq!(report["verdicts"][2]["pass"], true, "{report}");
 }
 
-/// A report without its timings: no verdict depends on them.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        serde_json::Value::String(text) => serde_json::Value::String(mask(&text)),
-        other => other,
-    }
-}
-
 #[test]
 fn mistakes_made_while_following_the_chapter_fail() {
     // Chapter 1's outbox, undone: a crash between the two commits loses
@@ -216,10 +172,10 @@ fn verdicts_are_the_same_on_every_run() {
             "check {args:?} changed its mind"
         );
         assert_eq!(
-            without_timings(first)["verdicts"]
+            common::without_timings_or_decimals(first)["verdicts"]
                 .as_array()
                 .map(|v| v.iter().map(|v| v["property"].clone()).collect::<Vec<_>>()),
-            without_timings(second)["verdicts"]
+            common::without_timings_or_decimals(second)["verdicts"]
                 .as_array()
                 .map(|v| v.iter().map(|v| v["property"].clone()).collect::<Vec<_>>()),
         );
@@ -233,7 +189,7 @@ fn the_text_report_names_the_properties_and_draws_the_timeline() {
     let lines: Vec<String> = text
         .lines()
         .filter(|l| l.starts_with("  PASS  ") || l.starts_with("  FAIL  "))
-        .map(mask)
+        .map(common::mask_decimals)
         .collect();
     assert_eq!(
         lines,

@@ -259,19 +259,6 @@ fn mistakes_made_while_following_the_chapter_fail() {
     );
 }
 
-/// A report without its timings, which no verdict depends on.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        other => other,
-    }
-}
-
 #[test]
 fn verdicts_are_the_same_on_every_run() {
     for args in [&[][..], &["--variant", "attempts-in-memory"]] {
@@ -280,8 +267,8 @@ fn verdicts_are_the_same_on_every_run() {
         all.extend_from_slice(args);
         let (_, second) = check_json(&all);
         assert_eq!(
-            without_timings(first),
-            without_timings(second),
+            common::without_timings(first),
+            common::without_timings(second),
             "check 5 {args:?} changed its mind"
         );
     }

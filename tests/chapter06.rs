@@ -273,19 +273,6 @@ fn a_sweep_that_sends_without_the_key_tells_someone_twice() {
     assert!(details(&report, TOLD_ONCE).contains("2 times"), "{report}");
 }
 
-/// A report without its timings, which no verdict depends on.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        other => other,
-    }
-}
-
 #[test]
 fn verdicts_are_the_same_on_every_run() {
     // The racing scenarios wait on what the world records, never on real
@@ -296,8 +283,8 @@ fn verdicts_are_the_same_on_every_run() {
         let (_, _, first) = check(args);
         let (_, second) = play(args);
         assert_eq!(
-            without_timings(first),
-            without_timings(second),
+            common::without_timings(first),
+            common::without_timings(second),
             "check 6 {args:?} changed its mind"
         );
     }

@@ -55,37 +55,6 @@ fn blocks(file: PathBuf) -> Vec<Block> {
     found
 }
 
-/// Replaces every decimal number (a timing) with `#`.
-fn mask(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if !c.is_ascii_digit() {
-            out.push(c);
-            continue;
-        }
-        let mut number = c.to_string();
-        while let Some(&d) = chars.peek() {
-            if d.is_ascii_digit() || d == '.' {
-                number.push(d);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        let decimal = number.trim_end_matches('.').contains('.');
-        if decimal {
-            out.push('#');
-            if number.ends_with('.') {
-                out.push('.');
-            }
-        } else {
-            out.push_str(&number);
-        }
-    }
-    out
-}
-
 fn documents() -> Vec<PathBuf> {
     let root = common::root();
     let mut files = vec![root.join("README.md")];
@@ -153,7 +122,7 @@ fn compare(block: &Block) -> Option<String> {
         _ => common::stdout(&common::notify(&args)),
     };
     let seen = |text: &str| {
-        let masked = mask(text);
+        let masked = common::mask_decimals(text);
         let mut lines: Vec<String> = masked.lines().map(String::from).collect();
         if block.any_order {
             lines.sort();
@@ -175,8 +144,8 @@ fn compare(block: &Block) -> Option<String> {
 #[test]
 fn masking_hides_timings_and_keeps_counts() {
     assert_eq!(
-        mask("43 case processes in 0.6 s; 535.1 µs, 1.99×"),
+        common::mask_decimals("43 case processes in 0.6 s; 535.1 µs, 1.99×"),
         "43 case processes in # s; # µs, #×"
     );
-    assert_eq!(mask("emails sent: 5."), "emails sent: 5.");
+    assert_eq!(common::mask_decimals("emails sent: 5."), "emails sent: 5.");
 }

@@ -122,3 +122,62 @@ pub fn checked_json(args: &[&str]) -> (i32, serde_json::Value) {
     let played = checked(args);
     (played.code, played.report.clone())
 }
+
+/// Replaces every decimal number (a timing) with `#`; whole numbers (counts)
+/// stay: "43 case processes in 0.6 s" reads "43 case processes in # s".
+pub fn mask_decimals(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+            continue;
+        }
+        let mut number = c.to_string();
+        while let Some(&d) = chars.peek() {
+            if d.is_ascii_digit() || d == '.' {
+                number.push(d);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        if number.trim_end_matches('.').contains('.') {
+            out.push('#');
+            if number.ends_with('.') {
+                out.push('.');
+            }
+        } else {
+            out.push_str(&number);
+        }
+    }
+    out
+}
+
+/// A report without its timings, which no verdict depends on.
+pub fn without_timings(value: serde_json::Value) -> serde_json::Value {
+    strip_timings(value, false)
+}
+
+/// A report without its timings, and with every decimal in its texts
+/// masked: for chapters that judge real elapsed time.
+pub fn without_timings_or_decimals(value: serde_json::Value) -> serde_json::Value {
+    strip_timings(value, true)
+}
+
+fn strip_timings(value: serde_json::Value, decimals: bool) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => map
+            .into_iter()
+            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
+            .map(|(k, v)| (k, strip_timings(v, decimals)))
+            .collect(),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| strip_timings(v, decimals))
+            .collect(),
+        Value::String(text) if decimals => Value::String(mask_decimals(&text)),
+        other => other,
+    }
+}
