@@ -1,5 +1,5 @@
 //! Criterion benchmarks of the `notify try claim` batch sizes, on the lab's
-//! own settings (WAL, synchronous=FULL): `cargo bench --bench claim`.
+//! own settings (WAL, synchronous=FULL): `cargo bench --features bench --bench claim`.
 //!
 //! Each batch size claims from its own fresh database, and only the claim
 //! itself is timed: topping the outbox up with pending rows happens between

@@ -1,5 +1,5 @@
 //! Criterion benchmarks of the `notify try outbox` variants, on the lab's
-//! own settings (WAL, synchronous=FULL): `cargo bench --bench outbox`.
+//! own settings (WAL, synchronous=FULL): `cargo bench --features bench --bench outbox`.
 //!
 //! Each variant gets its own fresh database, because criterion runs one
 //! benchmark after another and a database shared between them would be
