@@ -54,7 +54,9 @@ fn seed(target: &Path) {
 /// Whether a file in `deps/` is one of the workshop's own binaries or its
 /// library, which a copy builds from its own sources.
 fn ours(name: &str) -> bool {
-    let own = ["case0", "case1", "suite-", "outbox-", "claim-", "lab-", "liblab-"];
+    let own = [
+        "case0", "case1", "suite-", "outbox-", "claim-", "lab-", "liblab-",
+    ];
     own.iter().any(|prefix| name.starts_with(prefix))
         || (name.starts_with("notify-") && !name.contains('.'))
 }
