@@ -314,9 +314,8 @@ impl Batch {
                     let kind = *rng.pick(&[KINDS[0], KINDS[1], KINDS[2], SECURITY]);
                     off.push((kind.to_string(), rng.pick(&CHANNELS).to_string()));
                 }
-                let mut script = || match rng.between(0, 6) {
+                let mut script = || match rng.between(0, 5) {
                     0 => Script::Flaky(rng.between(1, 2) as u32),
-                    1 => Script::Rejected,
                     _ => Script::Healthy,
                 };
                 Person {
@@ -368,16 +367,18 @@ impl Batch {
             })
             .collect();
         let mut restart_at = (rng.between(0, 2) == 0).then(|| rng.between(1, 600) as i64 * MINUTE);
-        // Every other seed, one more person, whose email fails three times
-        // (the third retry waits 5 min), gets one more notice, not an
-        // alert. A deploy comes a few seconds after its first failed
-        // attempt, or, on the next such seed, after its second: the new
-        // process wakes at once, while the retry must still wait its backoff
-        // (5 s after the first failure, 30 s after the second).
+        // Every other seed, one more person gets a notice, not an alert,
+        // at the time of another one: their email fails three times (the
+        // third retry waits 5 min), and their phone is refused for good (no
+        // retry at all). A deploy comes a few seconds after the email's
+        // first failed attempt, or, on the next such seed, after its second:
+        // the new process wakes at once, while the retry must still wait its
+        // backoff (5 s after the first failure, 30 s after the second).
         if seed % 2 == 1 {
             let mut extra = person(names[people.len()], *rng.pick(&ZONES), &[]);
             extra.email = Script::Flaky(3);
-            let at = rng.between(0, 480) as i64 * MINUTE;
+            extra.push = Script::Rejected;
+            let at = rng.pick(&notices).at;
             notices.push(notice(
                 notices.len() + 1,
                 &extra.name,
@@ -1060,9 +1061,10 @@ fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Ver
 /// zones changes its clocks, up to four people across the zones, notices
 /// of every kind (some a few minutes either side of 22:00 or 08:00 on the
 /// recipient's clock), switches turned on and off while messages wait,
-/// providers that fail a message once or twice or refuse an address for
-/// good, and sometimes a deploy; every other night, one more person whose
-/// email fails three times, with a deploy seconds after one of its failures.
+/// providers that fail a message once or twice, and sometimes a deploy;
+/// every other night, one more person whose email fails three times and
+/// whose phone is refused for good, with a deploy seconds after one of the
+/// email's failures.
 /// Faults go where a dispatcher without chapter 6's sweep survives them:
 /// a crash after any commit of `publish` and `set_preference`, and a
 /// failing `publish` commit (the notice is refused).
