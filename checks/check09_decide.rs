@@ -375,16 +375,13 @@ impl Batch {
         // the new process wakes at once, while the retry must still wait its
         // backoff (5 s after the first failure, 30 s after the second).
         if seed % 2 == 1 {
-            let mut extra = person(names[people.len()], *rng.pick(&ZONES), &[]);
+            let zone = *rng.pick(&ZONES);
+            let mut extra = person(names[people.len()], zone, &[]);
             extra.email = Script::Flaky(3);
             extra.push = Script::Rejected;
             let at = rng.pick(&notices).at;
-            notices.push(notice(
-                notices.len() + 1,
-                &extra.name,
-                *rng.pick(&KINDS),
-                at,
-            ));
+            let kind = *rng.pick(&KINDS);
+            notices.push(notice(notices.len() + 1, &extra.name, kind, at));
             people.push(extra);
             let failures = (seed / 2 % 2) as i64;
             restart_at = Some(at + failures * WAKE_UP + rng.between(2, 4) as i64 * SECOND);
