@@ -120,6 +120,9 @@ enum Script {
     Healthy,
     /// The first n attempts fail with a 503, then it works.
     Flaky(u32),
+    /// Every attempt is refused for good (a 4xx): an address or a device
+    /// that no longer exists. Nothing can reach them on that channel.
+    Rejected,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -302,7 +305,7 @@ impl Batch {
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
         let count = rng.between(1, 4) as usize;
-        let people: Vec<Person> = names[..count]
+        let mut people: Vec<Person> = names[..count]
             .iter()
             .map(|name| {
                 let zone = *rng.pick(&ZONES);
@@ -325,7 +328,7 @@ impl Batch {
             })
             .collect();
         let count = rng.between(1, 6) as usize;
-        let notices: Vec<Notice> = (1..=count)
+        let mut notices: Vec<Notice> = (1..=count)
             .map(|number| {
                 let p = rng.pick(&people);
                 let kind = match rng.between(0, 7) {
@@ -363,7 +366,26 @@ impl Batch {
                 c.enabled == off
             })
             .collect();
-        let restart_at = (rng.between(0, 2) == 0).then(|| rng.between(1, 600) as i64 * MINUTE);
+        let mut restart_at = (rng.between(0, 2) == 0).then(|| rng.between(1, 600) as i64 * MINUTE);
+        // Every other seed, one more person gets a notice, not an alert,
+        // at the time of another one: their email fails three times (the
+        // third retry waits 5 min), and their phone is refused for good (no
+        // retry at all). A deploy comes a few seconds after the email's
+        // first failed attempt, or, on the next such seed, after its second:
+        // the new process wakes at once, while the retry must still wait its
+        // backoff (5 s after the first failure, 30 s after the second).
+        if seed % 2 == 1 {
+            let zone = *rng.pick(&ZONES);
+            let mut extra = person(names[people.len()], zone, &[]);
+            extra.email = Script::Flaky(3);
+            extra.push = Script::Rejected;
+            let at = rng.pick(&notices).at;
+            let kind = *rng.pick(&KINDS);
+            notices.push(notice(notices.len() + 1, &extra.name, kind, at));
+            people.push(extra);
+            let failures = (seed / 2 % 2) as i64;
+            restart_at = Some(at + failures * WAKE_UP + rng.between(2, 4) as i64 * SECOND);
+        }
         Batch {
             seed: Some(seed),
             night,
@@ -465,8 +487,14 @@ impl Batch {
                 .iter()
                 .filter_map(|p| match p.script(channel) {
                     Script::Flaky(n) => Some((p.recipient(channel), n)),
-                    Script::Healthy => None,
+                    Script::Healthy | Script::Rejected => None,
                 })
+                .collect(),
+            rejected: self
+                .people
+                .iter()
+                .filter(|p| p.script(channel) == Script::Rejected)
+                .map(|p| p.recipient(channel))
                 .collect(),
             ..ProviderScript::default()
         }
@@ -846,13 +874,17 @@ fn quiet(played: &Played) -> Vec<String> {
     lines
 }
 
-/// Pushes the person wanted that never went out, and pushes held for quiet
-/// hours that went out later than 08:02.
+/// Pushes the person wanted that never went out (unless their device is
+/// refused for good), and pushes held for quiet hours that went out later
+/// than 08:02.
 fn held(played: &Played) -> Vec<String> {
     let batch = &played.batch;
     let mut lines = Vec::new();
     for n in batch.notices.iter().filter(|n| !n.critical()) {
-        if !batch.enabled(&n.person, n.kind, "push", n.at) || batch.turned_off_later(n, "push") {
+        if !batch.enabled(&n.person, n.kind, "push", n.at)
+            || batch.turned_off_later(n, "push")
+            || batch.person(&n.person).push == Script::Rejected
+        {
             continue;
         }
         let sent = played.sent(n, "push");
@@ -889,12 +921,17 @@ fn held(played: &Played) -> Vec<String> {
     lines
 }
 
-/// Security alerts not sent on both channels within two wake-ups.
+/// Security alerts not sent on both channels within two wake-ups (on a
+/// channel the provider does not refuse them for good).
 fn critical(played: &Played) -> Vec<String> {
     let batch = &played.batch;
     let mut lines = Vec::new();
     for n in batch.notices.iter().filter(|n| n.critical()) {
-        for channel in CHANNELS {
+        // A channel whose provider refuses them for good cannot reach them.
+        let reachable = CHANNELS
+            .into_iter()
+            .filter(|c| batch.person(&n.person).script(c) != Script::Rejected);
+        for channel in reachable {
             let sent = played.sent(n, channel);
             let late = match sent.first() {
                 None => Some("never sent".to_string()),
@@ -1021,7 +1058,10 @@ fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Ver
 /// Sydney changes its clocks, up to four people across five zones, notices
 /// of every kind (some a few minutes either side of 22:00 or 08:00 on the
 /// recipient's clock), switches turned on and off while messages wait,
-/// providers that fail a message once or twice, and sometimes a deploy.
+/// providers that fail a message once or twice, and sometimes a deploy;
+/// every other night, one more person whose email fails three times and
+/// whose phone is refused for good, with a deploy seconds after one of the
+/// email's failures.
 /// Faults go where a dispatcher without chapter 6's sweep survives them:
 /// a crash after any commit of `publish` and `set_preference`, and a
 /// failing `publish` commit (the notice is refused).
@@ -1151,8 +1191,10 @@ impl Explorer for Generated {
                     said.push_str(&format!(", {channel} off for {kind}"));
                 }
                 for channel in CHANNELS {
-                    if let Script::Flaky(n) = p.script(channel) {
-                        said.push_str(&format!(", {channel} fails {n}x"));
+                    match p.script(channel) {
+                        Script::Flaky(n) => said.push_str(&format!(", {channel} fails {n}x")),
+                        Script::Rejected => said.push_str(&format!(", {channel} refused")),
+                        Script::Healthy => {}
                     }
                 }
                 said
