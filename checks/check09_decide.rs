@@ -20,12 +20,13 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{instant, MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule};
-use lab::world::{read_pairs, History, Outcome};
+use lab::world::Outcome;
 
 pub const CHAPTER: Chapter = Chapter {
     number: 9,
@@ -95,7 +96,7 @@ const SYDNEY_FALL: Night = Night {
 /// 2026-10-03 09:00 UTC: Sydney moves from 02:00 to 03:00 at 16:00 UTC.
 const SYDNEY_SPRING: Night = Night {
     name: "the night of 3 October 2026, when Sydney moves its clocks forward",
-    starts_at: 1_790_845_200_000,
+    starts_at: 1_791_018_000_000,
 };
 const NIGHTS: [Night; 6] = [
     PARIS_SPRING,

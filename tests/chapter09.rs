@@ -70,7 +70,7 @@ fn run_after_the_fix_holds_pushes_until_eight_on_their_clock() {
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
     let mut all = vec!["9"];
     all.extend_from_slice(args);
-    let (code, report) = check_json(&all);
+    let (code, report) = common::checked_json(&all);
     (code, pattern(&report), report)
 }
 
@@ -177,27 +177,16 @@ fn an_opt_in_does_not_bring_back_a_message_said_no_to() {
     );
 }
 
-/// A report without its timings, which no verdict depends on.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        other => other,
-    }
-}
-
 #[test]
 fn verdicts_are_the_same_on_every_run() {
     for args in [&[][..], &["--variant", "server-time"]] {
         let (_, _, first) = check(args);
-        let (_, _, second) = check(args);
+        let mut all = vec!["9"];
+        all.extend_from_slice(args);
+        let (_, second) = check_json(&all);
         assert_eq!(
-            without_timings(first),
-            without_timings(second),
+            common::without_timings(first),
+            common::without_timings(second),
             "check 9 {args:?} changed its mind"
         );
     }
