@@ -61,6 +61,28 @@ fn an_unknown_experiment_lists_the_experiments() {
 }
 
 #[test]
+fn try_relays_without_a_server_says_how_to_get_one() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_notify"))
+        .args(["try", "relays"])
+        .current_dir(common::root())
+        .env("NO_COLOR", "1")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    let err = stderr(&out);
+    // Without the feature the build cannot talk to PostgreSQL at all; with
+    // it, what is missing is a server.
+    let hint = if cfg!(feature = "postgres") {
+        "lab/scripts/postgres-up"
+    } else {
+        "--features postgres"
+    };
+    assert!(err.contains(hint), "{err}");
+}
+
+#[test]
 fn help_names_every_command() {
     let out = notify(&["--help"]);
     assert_eq!(out.status.code(), Some(0));

@@ -170,6 +170,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// One relay of `notify try relays`, which starts it (not for typing)
+    #[cfg(feature = "postgres")]
+    #[command(hide = true)]
+    RelayProcess {
+        /// How the relay claims its rows
+        #[arg(long, value_enum)]
+        claim: crate::experiments::relays::Claim,
+        /// The relay's name, written into the rows it claims
+        #[arg(long)]
+        name: String,
+    },
     /// Prints the script that completes notify's commands in your shell
     Completions {
         /// The shell, e.g. bash: `notify completions bash > ~/.local/share/bash-completion/completions/notify`
@@ -237,6 +248,10 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             journal,
             json,
         } => return run_try(&name, iterations, journal, json),
+        #[cfg(feature = "postgres")]
+        Command::RelayProcess { claim, name } => {
+            return crate::experiments::relays::relay_process(claim, &name);
+        }
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "notify", &mut std::io::stdout());
             return Ok(EXIT_PASS);
@@ -335,6 +350,8 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
         }
         Command::Read { chapter } => read::read(&root, find_chapter(chapters, &chapter)?),
         Command::Try { .. } | Command::Completions { .. } => unreachable!("handled above"),
+        #[cfg(feature = "postgres")]
+        Command::RelayProcess { .. } => unreachable!("handled above"),
     }
 }
 

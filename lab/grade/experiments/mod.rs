@@ -13,6 +13,8 @@ pub mod claim;
 pub mod database;
 pub mod locks;
 pub mod outbox;
+#[cfg(feature = "postgres")]
+pub mod relays;
 pub mod timing;
 
 /// The SQLite journal an experiment runs with.
@@ -57,7 +59,14 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
         "breaker",
         "sends and backlog through a provider outage, with and without a breaker (chapter 7)",
     ),
+    (
+        "relays",
+        "rows a second from 1, 2 and 4 relay processes on PostgreSQL (chapter 12)",
+    ),
 ];
+
+/// What `notify try relays` prints in a build without the `postgres` feature.
+pub const RELAYS_NEED_FEATURE: &str = "notify try relays needs PostgreSQL support, which this build leaves out: run it as `cargo run --features postgres --bin notify -- try relays`.";
 
 /// An experiment's report as a pretty-printed JSON document.
 pub fn to_json<R: Serialize>(report: &R) -> Result<String> {
@@ -89,6 +98,13 @@ pub fn run_try(name: &str, iterations: Option<usize>, journal: Journal, json: bo
         "locks" => locks::run(iterations, journal, json),
         "backoff" => backoff::run(json),
         "breaker" => breaker::run(json),
+        #[cfg(feature = "postgres")]
+        "relays" => relays::run(iterations, json),
+        #[cfg(not(feature = "postgres"))]
+        "relays" => {
+            eprintln!("{RELAYS_NEED_FEATURE}");
+            Ok(2)
+        }
         _ => {
             eprintln!("There is no experiment called {name:?}. The experiments are:");
             for (name, description) in EXPERIMENTS {
