@@ -35,7 +35,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case07_breaker.rs",
     text_file: "chapters/07-circuit-breaker.md",
     bin: "case07",
-    shipped_hash: 0x6caa_1b0f_5acf_b082,
+    shipped_hash: 0xecc1_e8f1_80e0_5875,
     run,
     check,
 };
@@ -1099,7 +1099,14 @@ enum Script {
     Dead,
     /// Refused for good: a 422.
     Refused,
+    /// Its first n sends are answered 429 with `Retry-After: 60`, then it
+    /// works: a provider that asks for less traffic is up, so the breaker
+    /// does not count them, and the retry waits the minute.
+    Limited(u32),
 }
+
+/// The `Retry-After` of a generated world's 429s, in seconds.
+const RETRY_AFTER_S: i64 = 60;
 
 impl Script {
     /// Whether the address's sends fail for reasons of its own, which a
@@ -1222,7 +1229,8 @@ impl World {
                     (_, 0..=6) => Script::Fine,
                     (_, 7..=11) => Script::Flaky(rng.between(1, 2) as u32),
                     (_, 12..=15) => Script::Dead,
-                    _ => Script::Refused,
+                    (_, 16 | 17) => Script::Refused,
+                    _ => Script::Limited(rng.between(1, 2) as u32),
                 };
                 Someone {
                     name: name.to_string(),
@@ -1614,6 +1622,12 @@ impl World {
                     _ => None,
                 })
                 .collect(),
+            rate_limited: people()
+                .filter_map(|p| match p.script {
+                    Script::Limited(n) => Some((p.recipient(), n, RETRY_AFTER_S)),
+                    _ => None,
+                })
+                .collect(),
             unreachable: with(Script::Dead),
             rejected: with(Script::Refused),
             ..ProviderScript::default()
@@ -1855,6 +1869,7 @@ impl Explorer for Generated {
                     Script::Flaky(n) => format!("fails {n}x"),
                     Script::Dead => "always 503".to_string(),
                     Script::Refused => "refused".to_string(),
+                    Script::Limited(n) => format!("429 {n}x"),
                 };
                 Some(format!("{} {what}", p.recipient()))
             })
