@@ -1033,6 +1033,7 @@ impl Explorer for Generated {
             fail_commit: &["publish"],
             crash_after_send: &[],
             requests: &["publish"],
+            keep_answers: false,
         }
     }
 

@@ -1230,7 +1230,9 @@ impl World {
                     (_, 7..=11) => Script::Flaky(rng.between(1, 2) as u32),
                     (_, 12..=15) => Script::Dead,
                     (_, 16 | 17) => Script::Refused,
-                    _ => Script::Limited(rng.between(1, 2) as u32),
+                    // No draw of its own, so the rest of the world is
+                    // drawn as it was before 429s were generated.
+                    (_, n) => Script::Limited(n as u32 - 17),
                 };
                 Someone {
                     name: name.to_string(),

@@ -2154,9 +2154,16 @@ impl Explorer for Generated {
         Vec::new()
     }
 
+    /// The dispatcher's faults, less those that lose a delivered push's
+    /// answer: a crash right after the send, and a failing commit of the
+    /// commit that records it. The row then looks unsent; during a push
+    /// outage the breaker holds it, and the deadline emails the person who
+    /// already has the push. Told twice, on two channels: the trade the
+    /// deadline makes (chapter 8 says why), not a fault of the case.
     fn faults(&self) -> FaultModel {
         FaultModel {
             crash_after_send: &[],
+            keep_answers: true,
             ..FaultModel::DISPATCHER
         }
     }
@@ -2285,6 +2292,43 @@ impl Explorer for Generated {
             })
             .collect();
         Ok(Observation { fates, rows })
+    }
+
+    /// An important push and the email that may replace it, as one
+    /// subject: a crash or a failing commit may rightly move the message
+    /// from one to the other (a claim the sweep hands back late, after the
+    /// deadline or with its last attempt spent), so a run under a fault
+    /// must tell the person once on one of them, as the run without it did.
+    /// Which channel, and when, the agreement judges without faults.
+    fn under_faults(&self, world: &World, mut fates: BTreeMap<String, Fate>) -> BTreeMap<String, Fate> {
+        for n in world.notices() {
+            if n.member.channel != "push" || !IMPORTANT.contains(&n.news.kind) {
+                continue;
+            }
+            let push = fates.remove(&n.subject("push"));
+            let email = fates.remove(&n.subject("email"));
+            let told = [&push, &email].iter().flat_map(|f| f.iter()).map(|f| f.told).sum();
+            let state_of = |f: &Option<Fate>| {
+                f.as_ref()
+                    .map_or("not in the outbox".to_string(), |f| f.state.clone())
+            };
+            let (push_state, email_state) = (state_of(&push), state_of(&email));
+            let state = match push_state == "SENT" || email_state == "SENT" {
+                true => "SENT on one channel".to_string(),
+                false => format!("push {push_state}, email {email_state}"),
+            };
+            let detail_of = |f: &Option<Fate>| f.as_ref().map_or("", |f| f.detail.as_str()).to_string();
+            let detail = format!("push: {}; email: {}", detail_of(&push), detail_of(&email));
+            fates.insert(
+                format!("{}'s push or its email ({})", n.tag(), n.news.kind),
+                Fate {
+                    told,
+                    state,
+                    detail,
+                },
+            );
+        }
+        fates
     }
 
     fn shrink(&self, world: &World) -> Vec<World> {
