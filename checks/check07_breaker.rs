@@ -12,6 +12,7 @@
 //! breaker. The check judges what the world saw: which rows ended
 //! FAILED in the service's database, what each provider was sent and when.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -1115,6 +1116,12 @@ impl Script {
     fn special(self) -> bool {
         matches!(self, Script::Flaky(_) | Script::Dead)
     }
+
+    /// Whether the provider answers the address with a 4xx of its own (a
+    /// refusal, a 429), which says the provider is up.
+    fn answers_4xx(self) -> bool {
+        matches!(self, Script::Refused | Script::Limited(_))
+    }
 }
 
 /// Someone the generated world tells things, on the channel they chose.
@@ -1319,14 +1326,15 @@ impl World {
         }
         placed.sort_by_key(|t| t.from);
         // Whom a crowd on a channel may include: people told any number of
-        // things; while its provider is down, not those it refuses.
+        // things; while its provider is down, not those it refuses or
+        // rate-limits (the lab answers their 4xx before the outage's 503,
+        // and a provider that is down answers 503 to everyone: a 4xx would
+        // tell a breaker it is well).
         let crowd = |world: &World, channel: &str, down: bool| -> Vec<usize> {
             (0..world.people.len())
                 .filter(|&i| {
                     let p = &world.people[i];
-                    p.channel == channel
-                        && !p.script.special()
-                        && !(down && p.script == Script::Refused)
+                    p.channel == channel && !p.script.special() && !(down && p.script.answers_4xx())
                 })
                 .collect()
         };
@@ -1414,7 +1422,7 @@ impl World {
             };
             let pool = crowd(&world, channel, false);
             let who = *rng.pick(&pool);
-            let refused = world.people[who].script == Script::Refused;
+            let refused = world.people[who].script.answers_4xx();
             let Some(at) = quiet(&mut rng, channel, !refused, horizon) else {
                 continue;
             };
@@ -1739,7 +1747,7 @@ impl Explorer for Generated {
     /// trouble only those before it.
     fn observe(&self, world: &World, run: &Run) -> Result<Observation> {
         let rows = read_left(run.dir)?;
-        let fates = world
+        let mut fates: BTreeMap<String, Fate> = world
             .told()
             .into_iter()
             .map(|told| {
@@ -1795,6 +1803,30 @@ impl Explorer for Generated {
                 )
             })
             .collect();
+        // A 429 falls on whichever of an address's messages is sent first,
+        // and the rules leave the order within a batch free: such an
+        // address's attempts are compared as one list, whatever message
+        // each fell on.
+        for p in world.people.iter().filter(|p| matches!(p.script, Script::Limited(_))) {
+            let mut details = Vec::new();
+            for told in world.told().into_iter().filter(|t| world.people[t.who].name == p.name) {
+                if let Some(fate) = fates.get_mut(&world.subject(told)) {
+                    details.push(std::mem::take(&mut fate.detail));
+                }
+            }
+            if details.is_empty() {
+                continue;
+            }
+            details.sort();
+            fates.insert(
+                format!("{}: its messages, in any order", p.recipient()),
+                Fate {
+                    told: 0,
+                    state: "rate limited".to_string(),
+                    detail: details.join("; "),
+                },
+            );
+        }
         let rows = rows
             .into_iter()
             .map(|(_, recipient, body, left)| lab::explore::Row {
