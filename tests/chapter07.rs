@@ -176,8 +176,7 @@ fn any_order_of_the_sends_within_a_batch_passes() {
 #[test]
 fn one_breaker_for_every_channel_holds_back_push() {
     let (report, pattern) = variant("global-breaker");
-    // Generated worlds see it too.
-    assert_eq!(pattern, "PASS FAIL FAIL FAIL FAIL FAIL PASS PASS PASS");
+    assert_eq!(pattern, "PASS FAIL FAIL FAIL FAIL PASS PASS PASS PASS");
     // The pushes go out one by one, each as the probe of a breaker the
     // email outage opened.
     assert!(

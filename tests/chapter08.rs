@@ -9,6 +9,22 @@ use crate::common;
 use common::{check_json, notify, pattern, stdout};
 
 const SHIPPED_STORY: &str = "\
+four things happen, two minutes apart; each is told by push to five people
+
+  0:00  event_cancelled  The picnic is cancelled              ada's phone is always rate limited (429)
+  2:00  comment_added    Sam commented on board games night   finn's phone is always rate limited (429)
+  4:00  date_chosen      The hiking trip is on Sunday         kai's phone is rate limited 3 times, then works
+  6:00  event_reopened   The pub quiz is back on              emma's phone is no longer registered (410)
+
+the troubled phones:
+  ada   event_cancelled  push dead-lettered at 7:00     no email
+  finn  comment_added    push dead-lettered at 9:00     no email
+  kai   date_chosen      push delivered at 11:00        no email
+  emma  event_reopened   push refused at 6:00           no email
+
+never told about an important change: 2
+  ada was never told: The picnic is cancelled.
+  emma was never told: The pub quiz is back on.
 ";
 
 #[test]
@@ -218,7 +234,9 @@ fn a_fallback_email_to_the_device_token_reaches_nobody() {
 #[test]
 fn a_sweep_without_the_fallback_leaves_ada_untold_when_her_dispatcher_is_lost() {
     let (code, pattern, report) = variant("sweep-no-fallback");
-    assert_eq!(pattern, "FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS");
+    // Generated worlds lose the email too, once a failing commit leaves a push's
+    // last attempt to the sweep.
+    assert_eq!(pattern, "FAIL FAIL PASS PASS PASS PASS PASS FAIL PASS PASS");
     assert_eq!(code, 1);
     let told = &report["verdicts"][TOLD];
     assert_eq!(told["evidence"], "14 of 15 told");
@@ -309,7 +327,7 @@ fn a_sweep_that_falls_back_for_every_orphan_tells_people_twice() {
     assert!(scenario.contains("dispatch commit"), "{scenario}");
     let details = details_of(&report, SURVIVES);
     assert!(
-        details.contains("'s email (") && details.contains("(without the fault: "),
+        details.contains("'s push or its email (") && details.contains("(without the fault: "),
         "{details}"
     );
 }
