@@ -1807,9 +1807,17 @@ impl Explorer for Generated {
         // and the rules leave the order within a batch free: such an
         // address's attempts are compared as one list, whatever message
         // each fell on.
-        for p in world.people.iter().filter(|p| matches!(p.script, Script::Limited(_))) {
+        for p in world
+            .people
+            .iter()
+            .filter(|p| matches!(p.script, Script::Limited(_)))
+        {
             let mut details = Vec::new();
-            for told in world.told().into_iter().filter(|t| world.people[t.who].name == p.name) {
+            for told in world
+                .told()
+                .into_iter()
+                .filter(|t| world.people[t.who].name == p.name)
+            {
                 if let Some(fate) = fates.get_mut(&world.subject(told)) {
                     details.push(std::mem::take(&mut fate.detail));
                 }

@@ -2300,14 +2300,22 @@ impl Explorer for Generated {
     /// deadline or with its last attempt spent), so a run under a fault
     /// must tell the person once on one of them, as the run without it did.
     /// Which channel, and when, the agreement judges without faults.
-    fn under_faults(&self, world: &World, mut fates: BTreeMap<String, Fate>) -> BTreeMap<String, Fate> {
+    fn under_faults(
+        &self,
+        world: &World,
+        mut fates: BTreeMap<String, Fate>,
+    ) -> BTreeMap<String, Fate> {
         for n in world.notices() {
             if n.member.channel != "push" || !IMPORTANT.contains(&n.news.kind) {
                 continue;
             }
             let push = fates.remove(&n.subject("push"));
             let email = fates.remove(&n.subject("email"));
-            let told = [&push, &email].iter().flat_map(|f| f.iter()).map(|f| f.told).sum();
+            let told = [&push, &email]
+                .iter()
+                .flat_map(|f| f.iter())
+                .map(|f| f.told)
+                .sum();
             let state_of = |f: &Option<Fate>| {
                 f.as_ref()
                     .map_or("not in the outbox".to_string(), |f| f.state.clone())
@@ -2317,7 +2325,8 @@ impl Explorer for Generated {
                 true => "SENT on one channel".to_string(),
                 false => format!("push {push_state}, email {email_state}"),
             };
-            let detail_of = |f: &Option<Fate>| f.as_ref().map_or("", |f| f.detail.as_str()).to_string();
+            let detail_of =
+                |f: &Option<Fate>| f.as_ref().map_or("", |f| f.detail.as_str()).to_string();
             let detail = format!("push: {}; email: {}", detail_of(&push), detail_of(&email));
             fates.insert(
                 format!("{}'s push or its email ({})", n.tag(), n.news.kind),

@@ -824,7 +824,12 @@ fn judge_one<E: Explorer>(
             let fates = explorer.under_faults(scenario, faulted.observation.fates.clone());
             let (lines, compared) = match explorer.promised(scenario, &refused) {
                 Some(promised) => (
-                    disagreements(&fates, &explorer.under_faults(scenario, promised), false, &[]),
+                    disagreements(
+                        &fates,
+                        &explorer.under_faults(scenario, promised),
+                        false,
+                        &[],
+                    ),
                     "(promised: ",
                 ),
                 None => (
