@@ -118,7 +118,14 @@ struct Claimed {
 /// transaction of its own.
 pub fn dispatch(db: &mut Db, providers: &Providers, clock: &Clock) -> Result<()> {
     let now = clock.now()?;
-    for row in claim(db, now)? {
+    for mut row in claim(db, now)? {
+        // The sweep measures a claim's age, and the rows of a batch are sent
+        // one after another: renew this row's claim time just before its
+        // send, so the age is this send's, not the batch's. A row the sweep
+        // already handed on is no longer ours: skip it.
+        if !renew(db, &mut row, clock.now()?)? {
+            continue;
+        }
         let provider = providers.channel(&row.channel)?;
         // The key names the row: a repeat the provider already delivered is
         // recognised and not delivered again.
@@ -163,6 +170,17 @@ fn claim(db: &mut Db, now: i64) -> Result<Vec<Claimed>> {
 /// ours may change the row, since the sweep may have handed it on.
 const OURS: &str = "id = ?1 AND status = 'PROCESSING' AND claimed_by = ?2 AND claimed_at = ?3";
 
+/// Moves the row's claim time to `now`, under the fence, and keeps the new
+/// time as the claim's token. False when the claim is no longer ours.
+fn renew(db: &mut Db, row: &mut Claimed, now: i64) -> Result<bool> {
+    let renewed = db.execute(
+        &format!("UPDATE outbox SET claimed_at = ?4 WHERE {OURS}"),
+        (row.id, dispatcher(), row.claimed_at, now),
+    )?;
+    row.claimed_at = now;
+    Ok(renewed == 1)
+}
+
 /// Records how a send went: SENT, back to PENDING for a later attempt, or
 /// FAILED when no attempt is left (the dead letter, its error kept).
 fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> Result<()> {
@@ -182,7 +200,14 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
                             last_error = ?6, claimed_by = NULL, claimed_at = NULL
                       WHERE {OURS}"
                 ),
-                (id, &me, claimed_at, attempts, now + wait, err.to_string()),
+                (
+                    id,
+                    &me,
+                    claimed_at,
+                    attempts,
+                    now + later(*wait, &err),
+                    err.to_string(),
+                ),
             )?,
             // Refused for good, or out of attempts: the dead letter.
             _ => db.execute(
@@ -195,6 +220,13 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
         },
     };
     Ok(())
+}
+
+/// How long a failed row waits: its gap, unless the provider asked for
+/// longer. A 429 (too many requests) is a 4xx, yet transient, and its
+/// `Retry-After` says when a new request is welcome: never sooner.
+fn later(gap: i64, err: &SendError) -> i64 {
+    gap.max(err.retry_after_ms().unwrap_or(0))
 }
 
 /// Runs every minute: hands back rows claimed more than 5 min ago, whose

@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 
 use lab::clock::{MINUTE, SECOND};
-use lab::{Clock, Db, Email, Providers, Result, SendError};
+use lab::{Clock, Db, Providers, Result, SendError};
 use serde::Deserialize;
 
 /// The service's tables. An outbox row is PENDING until a dispatcher claims
@@ -45,6 +45,7 @@ pub const SCHEMA: &str = "
                         CHECK (status IN ('PENDING', 'PROCESSING', 'SENT', 'FAILED')),
         attempts        INTEGER NOT NULL DEFAULT 0,
         next_attempt_at INTEGER NOT NULL DEFAULT 0,
+        queued_at       INTEGER NOT NULL DEFAULT 0,
         last_error      TEXT,
         claimed_by      TEXT,
         claimed_at      INTEGER
@@ -88,8 +89,8 @@ pub struct Notice {
 }
 
 /// Puts the notification in the person's inbox and queues its delivery on
-/// the channel they chose, in one transaction.
-pub fn publish(db: &mut Db, _email: &Email, notice: &Notice) -> Result<()> {
+/// the channel they chose, in one transaction; the outbox row keeps when.
+pub fn publish(db: &mut Db, _providers: &Providers, clock: &Clock, notice: &Notice) -> Result<()> {
     let tx = db.transaction()?;
     let (address, device, channel): (String, Option<String>, String) = tx.query_row(
         "SELECT email, device, channel FROM people WHERE id = ?1",
@@ -106,8 +107,15 @@ pub fn publish(db: &mut Db, _email: &Email, notice: &Notice) -> Result<()> {
         _ => address,
     };
     tx.execute(
-        "INSERT INTO outbox (notification, channel, recipient, body) VALUES (?1, ?2, ?3, ?4)",
-        (notification, &channel, &recipient, &notice.text),
+        "INSERT INTO outbox (notification, channel, recipient, body, queued_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        (
+            notification,
+            &channel,
+            &recipient,
+            &notice.text,
+            clock.now()?,
+        ),
     )?;
     tx.commit()?;
     Ok(())
@@ -216,7 +224,7 @@ pub fn dispatch(
         claimed.extend(claim(db, channel, limit, now)?);
     }
     claimed.sort_by_key(|r| r.id);
-    for row in claimed {
+    for mut row in claimed {
         let now = clock.now()?;
         let breaker = breakers.channel(&row.channel);
         let gate = breaker.gate(now);
@@ -226,11 +234,21 @@ pub fn dispatch(
             release(db, &row)?;
             continue;
         }
+        // The sweep measures a claim's age, and the rows of a batch are sent
+        // one after another: renew this row's claim time just before its
+        // send, so the age is this send's, not the batch's. A row the sweep
+        // already handed on is no longer ours: skip it.
+        if !renew(db, &mut row, now)? {
+            continue;
+        }
         let provider = providers.channel(&row.channel)?;
         // The key names the row: a repeat the provider already delivered is
         // recognised and not delivered again.
         let sent = provider.send_with_key(&format!("outbox/{}", row.id), &row.recipient, &row.body);
-        let failed = sent.as_ref().is_err_and(|err| !err.is_permanent());
+        // A 5xx or no answer counts against the provider. A refusal of one
+        // message does not, nor does a 429: a provider that asks for less
+        // traffic is up, and the row waits out its Retry-After.
+        let failed = matches!(sent, Err(SendError::Unavailable(_) | SendError::Timeout(_)));
         breaker.record(now, failed);
         if gate == Gate::Probe && failed {
             // The provider is still down. That is no fault of this row; but
@@ -278,6 +296,17 @@ fn claim(db: &mut Db, channel: &str, limit: i64, now: i64) -> Result<Vec<Claimed
 /// ours may change the row, since the sweep may have handed it on.
 const OURS: &str = "id = ?1 AND status = 'PROCESSING' AND claimed_by = ?2 AND claimed_at = ?3";
 
+/// Moves the row's claim time to `now`, under the fence, and keeps the new
+/// time as the claim's token. False when the claim is no longer ours.
+fn renew(db: &mut Db, row: &mut Claimed, now: i64) -> Result<bool> {
+    let renewed = db.execute(
+        &format!("UPDATE outbox SET claimed_at = ?4 WHERE {OURS}"),
+        (row.id, dispatcher(), row.claimed_at, now),
+    )?;
+    row.claimed_at = now;
+    Ok(renewed == 1)
+}
+
 /// Hands a claimed row back untouched: PENDING, its attempts and its next
 /// attempt as they were.
 fn release(db: &mut Db, row: &Claimed) -> Result<()> {
@@ -324,7 +353,14 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
                             last_error = ?6, claimed_by = NULL, claimed_at = NULL
                       WHERE {OURS}"
                 ),
-                (id, &me, claimed_at, attempts, now + wait, err.to_string()),
+                (
+                    id,
+                    &me,
+                    claimed_at,
+                    attempts,
+                    now + later(*wait, &err),
+                    err.to_string(),
+                ),
             )?,
             // Refused for good, or out of attempts: the dead letter.
             _ => db.execute(
@@ -337,6 +373,13 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
         },
     };
     Ok(())
+}
+
+/// How long a failed row waits: its gap, unless the provider asked for
+/// longer. A 429 (too many requests) is a 4xx, yet transient, and its
+/// `Retry-After` says when a new request is welcome: never sooner.
+fn later(gap: i64, err: &SendError) -> i64 {
+    gap.max(err.retry_after_ms().unwrap_or(0))
 }
 
 /// Runs every minute: hands back rows claimed more than 5 min ago, whose

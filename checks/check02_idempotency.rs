@@ -1211,6 +1211,7 @@ impl Explorer for Generated {
             fail_commit: &["invite", "relay"],
             crash_after_send: &["relay"],
             requests: &["invite"],
+            keep_answers: false,
         }
     }
 

@@ -12,6 +12,7 @@
 //! breaker. The check judges what the world saw: which rows ended
 //! FAILED in the service's database, what each provider was sent and when.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -35,7 +36,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case07_breaker.rs",
     text_file: "chapters/07-circuit-breaker.md",
     bin: "case07",
-    shipped_hash: 0x6caa_1b0f_5acf_b082,
+    shipped_hash: 0xecc1_e8f1_80e0_5875,
     run,
     check,
 };
@@ -1099,7 +1100,14 @@ enum Script {
     Dead,
     /// Refused for good: a 422.
     Refused,
+    /// Its first n sends are answered 429 with `Retry-After: 60`, then it
+    /// works: a provider that asks for less traffic is up, so the breaker
+    /// does not count them, and the retry waits the minute.
+    Limited(u32),
 }
+
+/// The `Retry-After` of a generated world's 429s, in seconds.
+const RETRY_AFTER_S: i64 = 60;
 
 impl Script {
     /// Whether the address's sends fail for reasons of its own, which a
@@ -1107,6 +1115,12 @@ impl Script {
     /// thing only, in a crowd.
     fn special(self) -> bool {
         matches!(self, Script::Flaky(_) | Script::Dead)
+    }
+
+    /// Whether the provider answers the address with a 4xx of its own (a
+    /// refusal, a 429), which says the provider is up.
+    fn answers_4xx(self) -> bool {
+        matches!(self, Script::Refused | Script::Limited(_))
     }
 }
 
@@ -1222,7 +1236,10 @@ impl World {
                     (_, 0..=6) => Script::Fine,
                     (_, 7..=11) => Script::Flaky(rng.between(1, 2) as u32),
                     (_, 12..=15) => Script::Dead,
-                    _ => Script::Refused,
+                    (_, 16 | 17) => Script::Refused,
+                    // No draw of its own, so the rest of the world is
+                    // drawn as it was before 429s were generated.
+                    (_, n) => Script::Limited(n as u32 - 17),
                 };
                 Someone {
                     name: name.to_string(),
@@ -1309,14 +1326,15 @@ impl World {
         }
         placed.sort_by_key(|t| t.from);
         // Whom a crowd on a channel may include: people told any number of
-        // things; while its provider is down, not those it refuses.
+        // things; while its provider is down, not those it refuses or
+        // rate-limits (the lab answers their 4xx before the outage's 503,
+        // and a provider that is down answers 503 to everyone: a 4xx would
+        // tell a breaker it is well).
         let crowd = |world: &World, channel: &str, down: bool| -> Vec<usize> {
             (0..world.people.len())
                 .filter(|&i| {
                     let p = &world.people[i];
-                    p.channel == channel
-                        && !p.script.special()
-                        && !(down && p.script == Script::Refused)
+                    p.channel == channel && !p.script.special() && !(down && p.script.answers_4xx())
                 })
                 .collect()
         };
@@ -1404,7 +1422,7 @@ impl World {
             };
             let pool = crowd(&world, channel, false);
             let who = *rng.pick(&pool);
-            let refused = world.people[who].script == Script::Refused;
+            let refused = world.people[who].script.answers_4xx();
             let Some(at) = quiet(&mut rng, channel, !refused, horizon) else {
                 continue;
             };
@@ -1614,6 +1632,12 @@ impl World {
                     _ => None,
                 })
                 .collect(),
+            rate_limited: people()
+                .filter_map(|p| match p.script {
+                    Script::Limited(n) => Some((p.recipient(), n, RETRY_AFTER_S)),
+                    _ => None,
+                })
+                .collect(),
             unreachable: with(Script::Dead),
             rejected: with(Script::Refused),
             ..ProviderScript::default()
@@ -1673,10 +1697,10 @@ impl World {
 }
 
 /// A retry's gap as the backoff names it, when it is one: 5 s, 30 s or
-/// 5 min, give or take a tenth for jitter and a wake-up; any other gap as
-/// it is.
+/// 5 min, or the minute a generated 429 asks for, give or take a tenth for
+/// jitter and a wake-up; any other gap as it is.
 fn gap_class(ms: i64) -> String {
-    for gap in [5 * SECOND, 30 * SECOND, 5 * MINUTE] {
+    for gap in [5 * SECOND, 30 * SECOND, RETRY_AFTER_S * SECOND, 5 * MINUTE] {
         if (gap..=gap + gap / 10 + TICK).contains(&ms) {
             return span(gap);
         }
@@ -1723,7 +1747,7 @@ impl Explorer for Generated {
     /// trouble only those before it.
     fn observe(&self, world: &World, run: &Run) -> Result<Observation> {
         let rows = read_left(run.dir)?;
-        let fates = world
+        let mut fates: BTreeMap<String, Fate> = world
             .told()
             .into_iter()
             .map(|told| {
@@ -1779,6 +1803,38 @@ impl Explorer for Generated {
                 )
             })
             .collect();
+        // A 429 falls on whichever of an address's messages is sent first,
+        // and the rules leave the order within a batch free: such an
+        // address's attempts are compared as one list, whatever message
+        // each fell on.
+        for p in world
+            .people
+            .iter()
+            .filter(|p| matches!(p.script, Script::Limited(_)))
+        {
+            let mut details = Vec::new();
+            for told in world
+                .told()
+                .into_iter()
+                .filter(|t| world.people[t.who].name == p.name)
+            {
+                if let Some(fate) = fates.get_mut(&world.subject(told)) {
+                    details.push(std::mem::take(&mut fate.detail));
+                }
+            }
+            if details.is_empty() {
+                continue;
+            }
+            details.sort();
+            fates.insert(
+                format!("{}: its messages, in any order", p.recipient()),
+                Fate {
+                    told: 0,
+                    state: "rate limited".to_string(),
+                    detail: details.join("; "),
+                },
+            );
+        }
         let rows = rows
             .into_iter()
             .map(|(_, recipient, body, left)| lab::explore::Row {
@@ -1855,6 +1911,7 @@ impl Explorer for Generated {
                     Script::Flaky(n) => format!("fails {n}x"),
                     Script::Dead => "always 503".to_string(),
                     Script::Refused => "refused".to_string(),
+                    Script::Limited(n) => format!("429 {n}x"),
                 };
                 Some(format!("{} {what}", p.recipient()))
             })

@@ -177,6 +177,7 @@ impl Explorer for Generated {
             fail_commit: &["invite"],
             crash_after_send: &[],
             requests: &["invite"],
+            keep_answers: false,
         }
     }
 

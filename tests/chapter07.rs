@@ -194,7 +194,9 @@ fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
 #[test]
 fn an_open_breaker_that_charges_attempts_still_dead_letters() {
     let (_, pattern) = variant("open-consumes-attempts");
-    assert_eq!(pattern, "FAIL FAIL PASS PASS PASS PASS PASS PASS PASS");
+    // Under a failing commit, a generated outage dead-letters rows that
+    // the run without it delivered.
+    assert_eq!(pattern, "FAIL FAIL PASS PASS PASS PASS FAIL PASS PASS");
 }
 
 #[test]
@@ -283,7 +285,7 @@ fn a_claim_that_forgets_the_backoff_disagrees_with_the_reference() {
     // quiet email is retried too soon, and the generated scenarios,
     // compared attempt by attempt, see it everywhere.
     let (report, pattern) = variant("claim-ignores-backoff");
-    assert_eq!(pattern, "PASS PASS PASS PASS FAIL FAIL FAIL PASS PASS");
+    assert_eq!(pattern, "PASS PASS PASS PASS FAIL FAIL PASS PASS PASS");
     assert_eq!(report["verdicts"][4]["evidence"], "retried after 2 s");
     let agrees = said(&report, AGREES);
     assert!(agrees.contains("failed 2 s later"), "{agrees}");

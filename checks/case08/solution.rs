@@ -9,11 +9,19 @@
 //! the email. The sweep, which dead-letters a row whose dispatcher died
 //! during its last attempt, falls back the same way. Other kinds are
 //! dead-lettered as before.
+//!
+//! A push can also wait without failing: while the push provider is down,
+//! the breaker keeps it PENDING for as long as the outage lasts, and the
+//! retries never run out. So an important push still PENDING 10 minutes
+//! after it was queued is given up on as well: one transaction marks it
+//! FAILED, superseded by the email, and queues that email. A push that is
+//! FAILED is never claimed again, so the person is not told on both
+//! channels when the provider comes back.
 
 use std::collections::VecDeque;
 
 use lab::clock::{MINUTE, SECOND};
-use lab::{Clock, Db, Email, Providers, Result, SendError};
+use lab::{Clock, Db, Providers, Result, SendError};
 use serde::Deserialize;
 
 /// The service's tables. An outbox row is PENDING until a dispatcher claims
@@ -43,6 +51,7 @@ pub const SCHEMA: &str = "
                         CHECK (status IN ('PENDING', 'PROCESSING', 'SENT', 'FAILED')),
         attempts        INTEGER NOT NULL DEFAULT 0,
         next_attempt_at INTEGER NOT NULL DEFAULT 0,
+        queued_at       INTEGER NOT NULL DEFAULT 0,
         last_error      TEXT,
         claimed_by      TEXT,
         claimed_at      INTEGER
@@ -60,6 +69,10 @@ const RETRY_AFTER: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 /// The kinds of news too important to leave to a push that failed: when
 /// such a push is dead-lettered, the person is emailed instead.
 const IMPORTANT: &str = "('date_chosen', 'event_cancelled', 'event_reopened')";
+
+/// How long an important push may wait for the push provider, from the
+/// moment it was queued, before the person is emailed instead.
+const DEADLINE: i64 = 10 * MINUTE;
 
 /// A claim older than this belongs to a dispatcher that died: no healthy
 /// send takes anywhere near as long.
@@ -90,8 +103,8 @@ pub struct Notice {
 }
 
 /// Puts the notification in the person's inbox and queues its delivery on
-/// the channel they chose, in one transaction.
-pub fn publish(db: &mut Db, _email: &Email, notice: &Notice) -> Result<()> {
+/// the channel they chose, in one transaction; the outbox row keeps when.
+pub fn publish(db: &mut Db, _providers: &Providers, clock: &Clock, notice: &Notice) -> Result<()> {
     let tx = db.transaction()?;
     let (address, device, channel): (String, Option<String>, String) = tx.query_row(
         "SELECT email, device, channel FROM people WHERE id = ?1",
@@ -108,8 +121,15 @@ pub fn publish(db: &mut Db, _email: &Email, notice: &Notice) -> Result<()> {
         _ => address,
     };
     tx.execute(
-        "INSERT INTO outbox (notification, channel, recipient, body) VALUES (?1, ?2, ?3, ?4)",
-        (notification, &channel, &recipient, &notice.text),
+        "INSERT INTO outbox (notification, channel, recipient, body, queued_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        (
+            notification,
+            &channel,
+            &recipient,
+            &notice.text,
+            clock.now()?,
+        ),
     )?;
     tx.commit()?;
     Ok(())
@@ -209,6 +229,7 @@ pub fn dispatch(
     breakers: &mut Breakers,
 ) -> Result<()> {
     let now = clock.now()?;
+    fall_back_overdue(db, now)?;
     let mut claimed = Vec::new();
     for channel in ["email", "push"] {
         let limit = match breakers.channel(channel).gate(now) {
@@ -219,7 +240,7 @@ pub fn dispatch(
         claimed.extend(claim(db, channel, limit, now)?);
     }
     claimed.sort_by_key(|r| r.id);
-    for row in claimed {
+    for mut row in claimed {
         let now = clock.now()?;
         let breaker = breakers.channel(&row.channel);
         let gate = breaker.gate(now);
@@ -229,11 +250,21 @@ pub fn dispatch(
             release(db, &row)?;
             continue;
         }
+        // The sweep measures a claim's age, and the rows of a batch are sent
+        // one after another: renew this row's claim time just before its
+        // send, so the age is this send's, not the batch's. A row the sweep
+        // already handed on is no longer ours: skip it.
+        if !renew(db, &mut row, now)? {
+            continue;
+        }
         let provider = providers.channel(&row.channel)?;
         // The key names the row: a repeat the provider already delivered is
         // recognised and not delivered again.
         let sent = provider.send_with_key(&format!("outbox/{}", row.id), &row.recipient, &row.body);
-        let failed = sent.as_ref().is_err_and(|err| !err.is_permanent());
+        // A 5xx or no answer counts against the provider. A refusal of one
+        // message does not, nor does a 429: a provider that asks for less
+        // traffic is up, and the row waits out its Retry-After.
+        let failed = matches!(sent, Err(SendError::Unavailable(_) | SendError::Timeout(_)));
         breaker.record(now, failed);
         if gate == Gate::Probe && failed {
             // The provider is still down. That is no fault of this row; but
@@ -282,6 +313,17 @@ fn claim(db: &mut Db, channel: &str, limit: i64, now: i64) -> Result<Vec<Claimed
 /// ours may change the row, since the sweep may have handed it on.
 const OURS: &str = "id = ?1 AND status = 'PROCESSING' AND claimed_by = ?2 AND claimed_at = ?3";
 
+/// Moves the row's claim time to `now`, under the fence, and keeps the new
+/// time as the claim's token. False when the claim is no longer ours.
+fn renew(db: &mut Db, row: &mut Claimed, now: i64) -> Result<bool> {
+    let renewed = db.execute(
+        &format!("UPDATE outbox SET claimed_at = ?4 WHERE {OURS}"),
+        (row.id, dispatcher(), row.claimed_at, now),
+    )?;
+    row.claimed_at = now;
+    Ok(renewed == 1)
+}
+
 /// Hands a claimed row back untouched: PENDING, its attempts and its next
 /// attempt as they were.
 fn release(db: &mut Db, row: &Claimed) -> Result<()> {
@@ -328,10 +370,17 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
                             last_error = ?6, claimed_by = NULL, claimed_at = NULL
                       WHERE {OURS}"
                 ),
-                (id, &me, claimed_at, attempts, now + wait, err.to_string()),
+                (
+                    id,
+                    &me,
+                    claimed_at,
+                    attempts,
+                    now + later(*wait, &err),
+                    err.to_string(),
+                ),
             )?,
             // Refused for good, or out of attempts: the dead letter.
-            _ => return dead_letter(db, row, attempts, &err),
+            _ => return dead_letter(db, row, attempts, &err, now),
         },
     };
     Ok(())
@@ -340,7 +389,7 @@ fn record(db: &mut Db, row: &Claimed, sent: Result<(), SendError>, now: i64) -> 
 /// Dead-letters a row. A push of an important kind is not left there: the
 /// same transaction queues an email with its text to the person's address,
 /// so the row cannot end FAILED without the email, nor the other way round.
-fn dead_letter(db: &mut Db, row: &Claimed, attempts: i64, err: &SendError) -> Result<()> {
+fn dead_letter(db: &mut Db, row: &Claimed, attempts: i64, err: &SendError, now: i64) -> Result<()> {
     let tx = db.transaction()?;
     let failed = tx.execute(
         &format!(
@@ -358,14 +407,67 @@ fn dead_letter(db: &mut Db, row: &Claimed, attempts: i64, err: &SendError) -> Re
     if failed == 1 && row.channel == "push" {
         tx.execute(
             &format!(
-                "INSERT INTO outbox (notification, channel, recipient, body)
-                 SELECT notifications.id, 'email', people.email, notifications.text
+                "INSERT INTO outbox (notification, channel, recipient, body, queued_at)
+                 SELECT notifications.id, 'email', people.email, notifications.text, ?2
                    FROM notifications JOIN people ON people.id = notifications.person
                   WHERE notifications.id = ?1 AND notifications.kind IN {IMPORTANT}"
             ),
-            [row.notification],
+            (row.notification, now),
         )?;
     }
+    tx.commit()?;
+    Ok(())
+}
+
+/// How long a failed row waits: its gap, unless the provider asked for
+/// longer. A 429 (too many requests) is a 4xx, yet transient, and its
+/// `Retry-After` says when a new request is welcome: never sooner.
+fn later(gap: i64, err: &SendError) -> i64 {
+    gap.max(err.retry_after_ms().unwrap_or(0))
+}
+
+/// Gives up on every important push still PENDING `DEADLINE` after it was
+/// queued, whatever holds it back (an open breaker, a long backoff): in one
+/// transaction, the push is settled as FAILED, superseded, and the email is
+/// queued. A push a dispatcher is sending right now is PROCESSING and left
+/// alone; if that send fails, the row is back to PENDING and its turn comes
+/// at the next wake-up.
+fn fall_back_overdue(db: &mut Db, now: i64) -> Result<()> {
+    let overdue = format!(
+        "outbox.channel = 'push' AND outbox.status = 'PENDING' AND outbox.queued_at <= ?1
+         AND outbox.notification IN (SELECT id FROM notifications WHERE kind IN {IMPORTANT})"
+    );
+    // Most wake-ups find nothing overdue: they look without a transaction.
+    let any: bool = db.query_row(
+        &format!("SELECT EXISTS (SELECT 1 FROM outbox WHERE {overdue})"),
+        [now - DEADLINE],
+        |row| row.get(0),
+    )?;
+    if !any {
+        return Ok(());
+    }
+    let tx = db.transaction()?;
+    tx.execute(
+        &format!(
+            "INSERT INTO outbox (notification, channel, recipient, body, queued_at)
+             SELECT notifications.id, 'email', people.email, notifications.text, ?2
+               FROM outbox
+               JOIN notifications ON notifications.id = outbox.notification
+               JOIN people ON people.id = notifications.person
+              WHERE {overdue}"
+        ),
+        (now - DEADLINE, now),
+    )?;
+    tx.execute(
+        &format!(
+            "UPDATE outbox
+                SET status = 'FAILED',
+                    last_error = 'superseded: no push got through within 10 min, emailed instead'
+              WHERE {}",
+            overdue.replace("outbox.", "")
+        ),
+        [now - DEADLINE],
+    )?;
     tx.commit()?;
     Ok(())
 }
@@ -375,13 +477,14 @@ fn dead_letter(db: &mut Db, row: &Claimed, attempts: i64, err: &SendError) -> Re
 /// its last one is dead-lettered, so a row that kills its dispatcher every
 /// time cannot loop forever. The keys make a repeat harmless.
 pub fn sweep(db: &mut Db, _providers: &Providers, clock: &Clock) -> Result<()> {
-    let orphaned_before = clock.now()? - ORPHANED_AFTER;
+    let now = clock.now()?;
+    let orphaned_before = now - ORPHANED_AFTER;
     let tx = db.transaction()?;
     // A push the sweep dead-letters falls back to email like any other.
     tx.execute(
         &format!(
-            "INSERT INTO outbox (notification, channel, recipient, body)
-             SELECT notifications.id, 'email', people.email, notifications.text
+            "INSERT INTO outbox (notification, channel, recipient, body, queued_at)
+             SELECT notifications.id, 'email', people.email, notifications.text, ?3
                FROM outbox
                JOIN notifications ON notifications.id = outbox.notification
                JOIN people ON people.id = notifications.person
@@ -389,7 +492,7 @@ pub fn sweep(db: &mut Db, _providers: &Providers, clock: &Clock) -> Result<()> {
                 AND outbox.attempts + 1 >= ?2 AND outbox.channel = 'push'
                 AND notifications.kind IN {IMPORTANT}"
         ),
-        (orphaned_before, ATTEMPTS),
+        (orphaned_before, ATTEMPTS, now),
     )?;
     tx.execute(
         "UPDATE outbox

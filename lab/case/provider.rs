@@ -17,8 +17,9 @@ pub enum SendError {
     /// The provider failed or is down (a 5xx, an outage): nothing was sent,
     /// and a later retry may work.
     Unavailable(String),
-    /// The provider refused the message for good (a 4xx such as 400, 404 or
-    /// 422, e.g. an address that does not exist): retrying cannot help.
+    /// The provider refused the message for good (a 4xx such as 400, 404,
+    /// 410 or 422, e.g. an address that does not exist, a device token that
+    /// is no longer registered): retrying cannot help.
     Rejected(String),
     /// Too many requests (a 429): nothing was sent, and the provider asks
     /// for no new request before `retry_after_ms` (its `Retry-After`) has
@@ -194,10 +195,7 @@ impl Provider {
         if let Some(seconds) = retry_after {
             return Err(SendError::RateLimited {
                 retry_after_ms: seconds * 1000,
-                why: format!(
-                    "the {} provider answered 429 with Retry-After: {seconds}",
-                    self.channel
-                ),
+                why: self.too_many(to, seconds),
             });
         }
         match outcome {
@@ -207,12 +205,7 @@ impl Provider {
                     self.channel
                 )))
             }
-            Outcome::Rejected => {
-                return Err(SendError::Rejected(format!(
-                    "the {} provider answered 422: it will not deliver to {to}",
-                    self.channel
-                )))
-            }
+            Outcome::Rejected => return Err(SendError::Rejected(self.refused(to))),
             Outcome::Delivered | Outcome::Deduplicated => {}
         }
         match &self.fault {
@@ -259,6 +252,32 @@ impl Provider {
                 std::process::exit(EXIT_LAB_ERROR);
             }
             std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Why the provider refuses `to` for good, as it would say it. A push
+    /// provider (APNs, FCM) accepts a push for a phone that is switched off
+    /// and keeps it; what it refuses for good is a device token that is no
+    /// longer registered: APNs answers 410 `Unregistered`, FCM 404
+    /// `UNREGISTERED`.
+    fn refused(&self, to: &str) -> String {
+        match self.channel {
+            "push" => format!(
+                "the push provider answered 410 Unregistered: the device token {to} is no longer valid"
+            ),
+            channel => format!("the {channel} provider answered 422: it will not deliver to {to}"),
+        }
+    }
+
+    /// Why the provider asks the caller to slow down. A push provider counts
+    /// the pushes to one device: APNs answers 429 `TooManyRequests`, FCM 429
+    /// `QUOTA_EXCEEDED`.
+    fn too_many(&self, to: &str, seconds: i64) -> String {
+        match self.channel {
+            "push" => format!(
+                "the push provider answered 429 with Retry-After: {seconds}: too many pushes to {to}"
+            ),
+            channel => format!("the {channel} provider answered 429 with Retry-After: {seconds}"),
         }
     }
 

@@ -11,7 +11,7 @@
 //! the nemesis (the faults, chosen from what the fault-free run did), and the
 //! checker (judging what the world saw, never the code).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -84,6 +84,14 @@ pub struct FaultModel {
     /// when one returns an error, the request was refused, and whatever it
     /// was about is owed to nobody.
     pub requests: &'static [&'static str],
+    /// Leaves out the failing commit of the commit that records a delivered
+    /// send's answer: the first commit of the same process and operation
+    /// after a send the provider accepted. Such a failure loses the answer
+    /// the way a crash right after the send does, and a chapter that takes
+    /// those crashes out of its model (an empty `crash_after_send` for an
+    /// operation) takes this failure out with them. Off by default: every
+    /// commit of a `fail_commit` operation may fail.
+    pub keep_answers: bool,
 }
 
 impl FaultModel {
@@ -97,6 +105,7 @@ impl FaultModel {
         fail_commit: &["publish", "dispatch", "sweep"],
         crash_after_send: &["dispatch"],
         requests: &["publish"],
+        keep_answers: false,
     };
 }
 
@@ -196,6 +205,20 @@ pub trait Explorer: Sync {
         _refused: &[String],
     ) -> Option<BTreeMap<String, Fate>> {
         None
+    }
+    /// The fates a run under a fault is compared by, from those observed:
+    /// by default, every subject as it is. A chapter whose rules let a
+    /// fault change how a message travels, though not whether it arrives,
+    /// folds the ways it may travel into one subject here (chapter 8: an
+    /// important push and the email that may replace it). Applied to both
+    /// sides of the comparison; a fault-free run's agreement with the
+    /// reference still sees every subject.
+    fn under_faults(
+        &self,
+        _scenario: &Self::Scenario,
+        fates: BTreeMap<String, Fate>,
+    ) -> BTreeMap<String, Fate> {
+        fates
     }
     /// Smaller scenarios that may fail the same way, most promising first.
     fn shrink(&self, scenario: &Self::Scenario) -> Vec<Self::Scenario>;
@@ -370,6 +393,9 @@ fn restart_plan<E: Explorer>(explorer: &E, crashed: &Plan, number: u32) -> Resul
 fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
     let mut points = Vec::new();
     let mut sends: HashMap<(u32, String), u32> = HashMap::new();
+    // Per process and operation: a delivered send whose answer no commit
+    // has recorded yet.
+    let mut unrecorded: HashSet<(u32, String)> = HashSet::new();
     for event in &history.events {
         let Some(op) = event.op.as_deref() else {
             continue;
@@ -386,7 +412,8 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
                         },
                     });
                 }
-                if model.fail_commit.contains(&op) {
+                let answer = unrecorded.remove(&(event.process, op.to_string()));
+                if model.fail_commit.contains(&op) && !(answer && model.keep_answers) {
                     points.push(Injected {
                         process: event.process,
                         fault: Fault::FailCommit {
@@ -401,6 +428,9 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
                 *n += 1;
                 let delivered = !event.text.contains("provider failed")
                     && !event.text.contains("rejected for good");
+                if delivered {
+                    unrecorded.insert((event.process, op.to_string()));
+                }
                 if delivered && model.crash_after_send.contains(&op) {
                     points.push(Injected {
                         process: event.process,
@@ -766,7 +796,7 @@ fn judge_one<E: Explorer>(
             chosen
         }
     };
-    let own = normal.observation.fates.clone();
+    let own = explorer.under_faults(scenario, normal.observation.fates.clone());
     judged.push(Judged {
         seed,
         fault: None,
@@ -792,13 +822,19 @@ fn judge_one<E: Explorer>(
             });
         } else {
             let refused = refused(&model, &faulted.history);
+            let fates = explorer.under_faults(scenario, faulted.observation.fates.clone());
             let (lines, compared) = match explorer.promised(scenario, &refused) {
                 Some(promised) => (
-                    disagreements(&faulted.observation.fates, &promised, false, &[]),
+                    disagreements(
+                        &fates,
+                        &explorer.under_faults(scenario, promised),
+                        false,
+                        &[],
+                    ),
                     "(promised: ",
                 ),
                 None => (
-                    disagreements(&faulted.observation.fates, &own, false, &refused),
+                    disagreements(&fates, &own, false, &refused),
                     "(without the fault: ",
                 ),
             };
