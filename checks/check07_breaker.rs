@@ -23,12 +23,13 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Run};
+use lab::history::History;
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule};
-use lab::world::{Delivery, History, Kind, Outcome};
+use lab::world::{Delivery, Kind, Outcome};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 7,

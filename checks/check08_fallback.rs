@@ -33,12 +33,13 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::history::History;
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule, RUN};
-use lab::world::{Delivery, Event, History, Kind, Outcome, Recorder};
+use lab::world::{Delivery, Event, Kind, Outcome, Recorder};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 8,
@@ -725,7 +726,7 @@ fn play(case: &Case, s: &Scenario, fault: Option<Fault>) -> Result<Played> {
     let steps = s.steps(None, s.until_ms);
     let mut exits = vec![case.start(&s.plan(dir.path(), 1, fault.clone(), steps.clone()))?];
     if exits[0] == Exit::Aborted && fault.is_some() {
-        let crashed_at = lab::world::History::read(dir.path())?
+        let crashed_at = History::read(dir.path())?
             .deliveries
             .last()
             .map_or(0, |d| d.at_ms);

@@ -1089,6 +1089,7 @@ impl Explorer for Generated {
             fail_commit: &["publish"],
             crash_after_send: &[],
             requests: &["publish"],
+            keep_answers: false,
         }
     }
 

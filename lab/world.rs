@@ -449,6 +449,3 @@ impl Recorder {
             .context("could not count the sends in the world")
     }
 }
-
-// Read back by the parent; named here too, where checks have always found them.
-pub use crate::history::{read_number, read_pairs, History};

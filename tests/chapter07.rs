@@ -70,7 +70,8 @@ fn checked(args: &[&str]) -> Arc<(i32, serde_json::Value)> {
         .entry(key)
         .or_default()
         .clone();
-    slot.get_or_init(|| Arc::new(check_json(&all))).clone()
+    slot.get_or_init(|| Arc::new(common::checked_json(&all)))
+        .clone()
 }
 
 /// The report of a catalogued wrong fix, and its PASS/FAIL pattern.
@@ -362,19 +363,6 @@ fn a_random_batch_replays_by_its_seed() {
     assert!(explored.starts_with("\"1 scenarios, "), "{explored}");
 }
 
-/// A report without its timings, which no verdict depends on.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        other => other,
-    }
-}
-
 #[test]
 fn verdicts_are_the_same_on_every_run() {
     // The shipped case fails a property under a fault, so its report comes
@@ -383,8 +371,8 @@ fn verdicts_are_the_same_on_every_run() {
     let first = checked(&[]).1.clone();
     let (_, second) = check_json(&["7"]);
     assert_eq!(
-        without_timings(first),
-        without_timings(second),
+        common::without_timings(first),
+        common::without_timings(second),
         "check 7 changed its mind"
     );
 }

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{check_json, notify, pattern, stdout};
+use common::{notify, pattern, stdout};
 
 const SHIPPED_STORY: &str = "\
 four things happen, two minutes apart; each is told by push to five people
@@ -71,7 +71,7 @@ const SETTLED: usize = 9;
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
     let mut all = vec!["8"];
     all.extend_from_slice(args);
-    let (code, report) = check_json(&all);
+    let (code, report) = common::checked_json(&all);
     (code, pattern(&report), report)
 }
 
@@ -91,26 +91,15 @@ fn scenario_of(report: &serde_json::Value, verdict: usize) -> String {
         .to_string()
 }
 
-/// A report without its timings, which no verdict depends on.
-fn without_timings(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .filter(|(k, _)| k != "seconds" && k != "elapsed_us")
-            .map(|(k, v)| (k, without_timings(v)))
-            .collect(),
-        serde_json::Value::Array(items) => items.into_iter().map(without_timings).collect(),
-        other => other,
-    }
-}
-
 /// Plays `check 8 args` twice and asserts the same verdicts; returns one.
 fn check_twice(args: &[&str]) -> (i32, String, serde_json::Value) {
     let first = check(args);
-    let second = check(args);
+    let mut all = vec!["8"];
+    all.extend_from_slice(args);
+    let second = common::check_json(&all);
     assert_eq!(
-        without_timings(first.2.clone()),
-        without_timings(second.2),
+        common::without_timings(first.2.clone()),
+        common::without_timings(second.1),
         "check 8 {args:?} changed its mind"
     );
     first

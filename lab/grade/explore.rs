@@ -19,12 +19,13 @@ use anyhow::{Context, Result};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::chapter::fingerprint;
+use crate::history::History;
 use crate::report::Verdict;
 use crate::rng::Rng;
 use crate::runner::{in_parallel, scenario_dir, Case, Exit};
 use crate::scenario::{Fault, Plan, Step};
 use crate::serve::RUN;
-use crate::world::{History, Kind, Outcome, Recorder};
+use crate::world::{Kind, Outcome, Recorder};
 
 /// How much a check explores.
 #[derive(Clone, Copy, Debug)]
@@ -633,7 +634,10 @@ fn refused(model: &FaultModel, history: &History) -> Vec<String> {
 
 /// The reference's fate in a fault-free run of each scenario, cached next to
 /// its binary (which is named after the reference's source and the lab's
-/// build), so the learner's loop pays for it once.
+/// build), so the learner's loop pays for it once. What a chapter observes
+/// is decided by its check, compiled into `notify` itself: the cache is
+/// keyed by this `notify` binary too, so a rebuilt one never reads fates
+/// that an older check observed.
 struct Reference<'a> {
     case: &'a Case,
     cache: PathBuf,
@@ -656,7 +660,7 @@ impl<'a> Reference<'a> {
 
     fn observe<E: Explorer>(&self, explorer: &E, scenario: &E::Scenario) -> Result<Observation> {
         let text = serde_json::to_string(scenario).context("a scenario is plain data")?;
-        let key = fingerprint(text.as_bytes());
+        let key = fingerprint(format!("{}\n{text}", grader()).as_bytes());
         if let Some(seen) = crate::db::lock(&self.memory).get(&key) {
             return Ok(seen.clone());
         }
@@ -682,6 +686,18 @@ impl<'a> Reference<'a> {
         crate::db::lock(&self.memory).insert(key, observed.clone());
         Ok(observed)
     }
+}
+
+/// This `notify` binary, as its size and time: a new build is another grader.
+/// A binary that cannot be read gets a name of its own, so nothing is shared.
+fn grader() -> &'static str {
+    static GRADER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    GRADER.get_or_init(|| {
+        std::env::current_exe()
+            .and_then(|exe| exe.metadata())
+            .and_then(|m| Ok(format!("{}@{:?}", m.len(), m.modified()?)))
+            .unwrap_or_else(|_| format!("process {}", std::process::id()))
+    })
 }
 
 fn read_json<T: DeserializeOwned>(file: &Path) -> Option<T> {
