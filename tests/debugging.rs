@@ -61,6 +61,7 @@ fn has_script() -> bool {
 
 #[test]
 fn a_case_that_prints_spawns_hangs_or_exits_early_is_explained_once() {
+    let _turn = workshop::building();
     let shop = Workshop::new(TARGET);
     let shipped = shop.read(CASE);
     // The children's `sleep` carries a number of this run's own, so that

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::{notify, stderr, stdout};
 use lab::catalogue;
 use lab::chapter::fingerprint;
-use workshop::Workshop;
+use workshop::{building, Workshop};
 
 const CASE: &str = "cases/case01_outbox.rs";
 const SOLUTION: &str = "checks/case01/solution.rs";
@@ -25,14 +25,6 @@ const TARGET: &str = "copies";
 
 fn copy() -> Workshop {
     Workshop::new(TARGET)
-}
-
-/// Copies share one target folder, where a case's binary has one path
-/// (`debug/case01`) whichever copy built it: tests that build cases take
-/// turns, so none runs a binary another copy built.
-fn building() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Where `notify list` says chapter 1 stands.

@@ -13,19 +13,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{stderr, stdout};
-use workshop::Workshop;
+use workshop::{building, Workshop};
 
 const CASE: &str = "cases/case01_outbox.rs";
 const SOLUTION: &str = "checks/case01/solution.rs";
 /// The copies' cargo target folder, shared with the other test files' copies.
 const TARGET: &str = "copies";
-
-/// Copies share one target folder, where a case's binary has one path:
-/// the tests here that build cases take turns.
-fn building() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// `notify check 2` at the workshop's root (its shipped case fails, with a
 /// timeout in its timeline), with `env` set.
@@ -251,6 +244,11 @@ fn watch_on_a_terminal(shop: &Workshop, term: &str) -> Option<String> {
             }
         }
         let text = String::from_utf8_lossy(&seen);
+        if !quit_sent && text.contains("press Enter") && !text.contains("properties hold") {
+            // A check ended without a verdict: an error screen.
+            let _ = child.kill();
+            panic!("watch showed no verdict: {text}");
+        }
         if !quit_sent && text.contains("properties hold") && text.contains("press Enter") {
             let stdin = child.stdin.as_mut().unwrap();
             stdin.write_all(b"q").unwrap();

@@ -86,6 +86,16 @@ fn copy_built(from: &Path, to: &Path) {
     }
 }
 
+/// Copies share one target folder, where the lab's library and each case's
+/// binary have one path whichever copy built them: cargo names a path
+/// crate by its place in its workspace, the same in every copy. One copy's
+/// build would replace files another copy is linking against, so the
+/// tests that run `notify` in a copy take turns, whichever file they are in.
+pub fn building() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A temporary copy of the workshop.
 pub struct Workshop {
     pub dir: tempfile::TempDir,
