@@ -116,3 +116,45 @@ fn an_unusable_temp_folder_is_named() {
     assert!(err.contains("/nonexistent/notify-tmp"), "{err}");
     assert!(err.contains("TMPDIR"), "{err}");
 }
+
+#[test]
+fn json_to_writes_the_verdicts_the_printed_report_shows() {
+    let played = common::checked(&["1", "--solution"]);
+    assert_eq!(played.code, 0, "{}", played.text);
+    assert_eq!(played.report["passed"], true);
+    let verdicts = played.report["verdicts"].as_array().unwrap();
+    assert!(!verdicts.is_empty());
+    for verdict in verdicts {
+        let property = verdict["property"].as_str().unwrap();
+        assert!(
+            played.text.contains(&format!("PASS  {property}")),
+            "{property} is printed too: {}",
+            played.text
+        );
+    }
+
+    let away = tempfile::tempdir().unwrap();
+    let nowhere = away.path().join("no such folder").join("report.json");
+    let out = notify(&[
+        "check",
+        "1",
+        "--solution",
+        "--json-to",
+        nowhere.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("could not write the verdicts"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+
+    let out = notify(&["check", "--all", "--json-to", "x.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+}
