@@ -24,7 +24,7 @@ use postgres::config::Host;
 use postgres::{Client, Config, NoTls};
 use serde::{Deserialize, Serialize};
 
-use super::timing::{how_much, percentile_us, round, Progress};
+use super::timing::{how_much, median, percentile_us, round, Progress};
 
 /// Relay processes compared, in table order.
 pub const RELAYS: [usize; 3] = [1, 2, 4];
@@ -616,16 +616,6 @@ pub fn measure(
     })
 }
 
-/// The median of sorted `values` (the mean of the middle two when even).
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => sorted[n / 2],
-        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
-}
-
 /// The report as the table `notify try relays` prints, ending in a newline.
 pub fn render(report: &Report) -> String {
     let s = &report.server;
@@ -905,12 +895,5 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(address(&config), "notify@127.0.0.1:54329/notify");
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[1.0, 2.0, 9.0]), 2.0);
-        assert_eq!(median(&[1.0, 2.0, 4.0, 9.0]), 3.0);
-        assert!(median(&[]).is_nan());
     }
 }

@@ -157,19 +157,26 @@ pub fn run<R: Serialize>(
 /// The `p` quantile of `samples` in microseconds (nearest rank; the median
 /// averages the two middle samples when their number is even).
 pub fn percentile_us(samples: &mut [Duration], p: f64) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
     samples.sort_unstable();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let n = samples.len();
-    if p == 0.5 && n.is_multiple_of(2) {
-        return (us(samples[n / 2 - 1]) + us(samples[n / 2])) / 2.0;
+    let us: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+    let n = us.len();
+    if n == 0 || p == 0.5 {
+        return median(&us);
     }
     // The small nudge keeps float error (0.99 * 100 = 99.000…01) from
     // pushing the rank one sample too high.
     let rank = ((p * n as f64 - 1e-9).ceil() as usize).clamp(1, n);
-    us(samples[rank - 1])
+    us[rank - 1]
+}
+
+/// The median of sorted `values` (the mean of the middle two when even).
+pub fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => sorted[n / 2],
+        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
 }
 
 /// `value` rounded to `decimals` places, for the figures a report keeps.
@@ -229,6 +236,13 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[1.0, 2.0, 9.0]), 2.0);
+        assert_eq!(median(&[1.0, 2.0, 4.0, 9.0]), 3.0);
+        assert!(median(&[]).is_nan());
+    }
 
     #[test]
     fn percentiles_use_nearest_rank() {
