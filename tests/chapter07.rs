@@ -10,8 +10,7 @@
 
 use crate::common;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use common::{check_json, notify, pattern, stdout};
 
@@ -56,28 +55,17 @@ fn run_with_the_breaker_delivers_everything_after_the_outage() {
     assert!(!text.contains("will never be sent"), "{text}");
 }
 
-/// `notify check 7 ARGS --json`, played once however many tests read it.
-fn checked(args: &[&str]) -> Arc<(i32, serde_json::Value)> {
-    type Slot = Arc<OnceLock<Arc<(i32, serde_json::Value)>>>;
-    static PLAYED: OnceLock<Mutex<HashMap<Vec<String>, Slot>>> = OnceLock::new();
+/// `notify check 7 ARGS`, played once however many tests read it.
+fn checked(args: &[&str]) -> Arc<common::Checked> {
     let mut all = vec!["7"];
     all.extend_from_slice(args);
-    let key = all.iter().map(|a| a.to_string()).collect();
-    let slot = PLAYED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .entry(key)
-        .or_default()
-        .clone();
-    slot.get_or_init(|| Arc::new(common::checked_json(&all)))
-        .clone()
+    common::checked(&all)
 }
 
 /// The report of a catalogued wrong fix, and its PASS/FAIL pattern.
 fn variant(name: &str) -> (serde_json::Value, String) {
     let played = checked(&["--variant", name]);
-    let (code, report) = (played.0, played.1.clone());
+    let (code, report) = (played.code, played.report.clone());
     assert_eq!(code, 1, "{name} must fail: {report}");
     let pattern = pattern(&report);
     (report, pattern)
@@ -108,7 +96,7 @@ const SETTLED: usize = 8;
 #[test]
 fn the_shipped_case_dead_letters_and_hammers_the_provider() {
     let played = checked(&[]);
-    let (code, report) = (played.0, &played.1);
+    let (code, report) = (played.code, &played.report);
     assert_eq!(
         pattern(report),
         "FAIL FAIL FAIL PASS PASS PASS FAIL PASS PASS"
@@ -136,7 +124,7 @@ fn the_shipped_case_dead_letters_and_hammers_the_provider() {
 #[test]
 fn the_reference_solution_passes_everything() {
     let played = checked(&["--solution"]);
-    let (code, report) = (played.0, &played.1);
+    let (code, report) = (played.code, &played.report);
     assert_eq!(
         pattern(report),
         "PASS PASS PASS PASS PASS PASS PASS PASS PASS"
@@ -157,9 +145,13 @@ fn the_reference_solution_passes_everything() {
 /// agreement with the reference included.
 fn passes(name: &str) {
     let played = checked(&["--variant", name]);
-    assert_eq!(played.0, 0, "{name} is correct and must pass: {}", played.1);
     assert_eq!(
-        pattern(&played.1),
+        played.code, 0,
+        "{name} is correct and must pass: {}",
+        played.report
+    );
+    assert_eq!(
+        pattern(&played.report),
         "PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
 }
@@ -353,13 +345,13 @@ fn a_random_batch_replays_by_its_seed() {
     // Seed 1 takes the push provider down: the email-only breaker lets the
     // dispatcher hammer it.
     let played = checked(&["--variant", "email-only", "--seed", "1"]);
-    let attempts = &played.1["verdicts"][2];
+    let attempts = &played.report["verdicts"][2];
     assert_eq!(attempts["pass"], false);
     assert_eq!(attempts["seed"].as_u64(), Some(1));
     let scenario = attempts["scenario"].as_str().unwrap();
     assert!(scenario.starts_with("random batch (seed 1)"), "{scenario}");
     // The generated scenario of the same seed, under every fault.
-    let explored = played.1["verdicts"][AGREES]["evidence"].to_string();
+    let explored = played.report["verdicts"][AGREES]["evidence"].to_string();
     assert!(explored.starts_with("\"1 scenarios, "), "{explored}");
 }
 
@@ -368,7 +360,7 @@ fn verdicts_are_the_same_on_every_run() {
     // The shipped case fails a property under a fault, so its report comes
     // from sampled faults and shrinking as well as from the chapter's own
     // scenarios.
-    let first = checked(&[]).1.clone();
+    let first = checked(&[]).report.clone();
     let (_, second) = check_json(&["7"]);
     assert_eq!(
         common::without_timings(first),
