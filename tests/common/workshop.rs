@@ -10,15 +10,27 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn copy_tree(from: &Path, to: &Path) {
+/// Copies the files under `from` to `to`, but those `skip` names. With
+/// `keep_times`, each copy keeps its file's modification time (cargo
+/// compares them); otherwise it is new, as an edit would make it.
+fn copy_tree(from: &Path, to: &Path, skip: fn(&str) -> bool, keep_times: bool) {
     fs::create_dir_all(to).unwrap();
     for entry in fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
+        let name = entry.file_name();
+        let target = to.join(&name);
         if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
+            copy_tree(&entry.path(), &target, skip, keep_times);
+        } else if !skip(&name.to_string_lossy()) {
+            fs::copy(entry.path(), &target).unwrap();
+            if keep_times {
+                let modified = entry.metadata().and_then(|m| m.modified()).unwrap();
+                fs::File::options()
+                    .write(true)
+                    .open(&target)
+                    .and_then(|f| f.set_modified(modified))
+                    .unwrap();
+            }
         }
     }
 }
@@ -42,7 +54,9 @@ fn seed(target: &Path) {
         let staged = target.join(format!("debug.seeding-{}", std::process::id()));
         let _ = fs::remove_dir_all(&staged);
         for folder in ["build", ".fingerprint", "deps"] {
-            copy_built(&built.join(folder), &staged.join(folder));
+            if built.join(folder).is_dir() {
+                copy_tree(&built.join(folder), &staged.join(folder), ours, true);
+            }
         }
         if fs::rename(&staged, &seeded).is_err() {
             // Another run seeded it first.
@@ -59,31 +73,6 @@ fn ours(name: &str) -> bool {
     ];
     own.iter().any(|prefix| name.starts_with(prefix))
         || (name.starts_with("notify-") && !name.contains('.'))
-}
-
-fn copy_built(from: &Path, to: &Path) {
-    let Ok(entries) = fs::read_dir(from) else {
-        return;
-    };
-    fs::create_dir_all(to).unwrap();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let target = to.join(&name);
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_dir() {
-            copy_built(&entry.path(), &target);
-        } else if kind.is_file() && !ours(&name.to_string_lossy()) {
-            fs::copy(entry.path(), &target).unwrap();
-            let modified = entry.metadata().and_then(|m| m.modified()).unwrap();
-            fs::File::options()
-                .write(true)
-                .open(&target)
-                .and_then(|f| f.set_modified(modified))
-                .unwrap();
-        }
-    }
 }
 
 /// Copies share one target folder, where the lab's library and each case's
@@ -112,7 +101,7 @@ impl Workshop {
             fs::copy(root.join(name), dir.path().join(name)).unwrap();
         }
         for name in [".cargo", "lab", "cases", "checks", "benches", "chapters"] {
-            copy_tree(&root.join(name), &dir.path().join(name));
+            copy_tree(&root.join(name), &dir.path().join(name), |_| false, false);
         }
         let target = root.join("target").join(target);
         seed(&target);
