@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use common::{check_json, notify, pattern, stdout};
+use common::{notify, pattern, stdout};
 
 const SEED_STORY: &str = "\
 sending 5 invitations
@@ -260,21 +260,8 @@ fn kinds(verdict: &Value) -> Vec<String> {
 
 #[test]
 fn verdicts_are_the_same_on_every_run() {
-    let played: [(&[&str], _); 2] = [
-        (&["1"], shipped()),
-        (
-            &["1", "--variant", "send-after-commit"],
-            send_after_commit(),
-        ),
-    ];
-    for (args, (_, first)) in played {
-        let (_, second) = check_json(args);
-        assert_eq!(
-            common::without_timings(first.clone()),
-            common::without_timings(second),
-            "check {args:?} changed its mind"
-        );
-    }
+    common::assert_replays_the_same(&["1"]);
+    common::assert_replays_the_same(&["1", "--variant", "send-after-commit"]);
 }
 
 #[test]

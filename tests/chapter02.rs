@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use common::{check_json, notify, pattern, stdout};
+use common::{notify, pattern, stdout};
 
 const STORY: &str = "\
 sending 5 invitations; the process crashes once, right after the provider accepts an email
@@ -325,18 +325,8 @@ fn a_relay_that_sends_one_row_per_run_leaves_rows_behind() {
 
 #[test]
 fn verdicts_are_the_same_on_every_run() {
-    let played: [(&[&str], _); 2] = [
-        (&["2"], shipped()),
-        (&["2", "--variant", "process-key"], process_key()),
-    ];
-    for (args, (_, first)) in played {
-        let (_, second) = check_json(args);
-        assert_eq!(
-            common::without_timings(first.clone()),
-            common::without_timings(second),
-            "check {args:?} changed its mind"
-        );
-    }
+    common::assert_replays_the_same(&["2"]);
+    common::assert_replays_the_same(&["2", "--variant", "process-key"]);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{check_json, notify, pattern, stdout};
+use common::{notify, pattern, stdout};
 
 const SHIPPED_STORY: &str = "\
 7 people are told \"Book club: Thursday 19:00 it is\"
@@ -261,15 +261,6 @@ fn mistakes_made_while_following_the_chapter_fail() {
 
 #[test]
 fn verdicts_are_the_same_on_every_run() {
-    for args in [&[][..], &["--variant", "attempts-in-memory"]] {
-        let (_, _, first) = check(args);
-        let mut all = vec!["5"];
-        all.extend_from_slice(args);
-        let (_, second) = check_json(&all);
-        assert_eq!(
-            common::without_timings(first),
-            common::without_timings(second),
-            "check 5 {args:?} changed its mind"
-        );
-    }
+    common::assert_replays_the_same(&["5"]);
+    common::assert_replays_the_same(&["5", "--variant", "attempts-in-memory"]);
 }

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{check_json, notify, pattern, stdout};
+use common::{notify, pattern, stdout};
 
 const SHIPPED_STORY: &str = "\
 4 people are told \"Board games: Friday 20:00 it is\"
@@ -50,13 +50,6 @@ const SURVIVES: usize = 4;
 const TOLD_ONCE: usize = 5;
 const SETTLED: usize = 6;
 const NOT_EARLY: usize = 7;
-
-/// Plays `check 6` with `args` and returns its exit code and report.
-fn play(args: &[&str]) -> (i32, serde_json::Value) {
-    let mut all = vec!["6"];
-    all.extend_from_slice(args);
-    check_json(&all)
-}
 
 /// The verdicts of `check 6` with `args`, and the report, played once for
 /// every test that reads them.
@@ -279,13 +272,6 @@ fn verdicts_are_the_same_on_every_run() {
     // time, so even the process count stays the same: no race is replayed.
     // The generated scenarios, their faults and their shrinking follow
     // from their seeds.
-    for args in [&[][..], &["--variant", "sweep-skips-own"]] {
-        let (_, _, first) = check(args);
-        let (_, second) = play(args);
-        assert_eq!(
-            common::without_timings(first),
-            common::without_timings(second),
-            "check 6 {args:?} changed its mind"
-        );
-    }
+    common::assert_replays_the_same(&["6"]);
+    common::assert_replays_the_same(&["6", "--variant", "sweep-skips-own"]);
 }

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{check_json, notify, pattern, stdout};
+use common::{notify, pattern, stdout};
 
 const SHIPPED_STORY: &str = "\
 the night of 28 March 2026, when Paris moves its clocks forward: the dispatcher wakes every minute
@@ -179,15 +179,6 @@ fn an_opt_in_does_not_bring_back_a_message_said_no_to() {
 
 #[test]
 fn verdicts_are_the_same_on_every_run() {
-    for args in [&[][..], &["--variant", "server-time"]] {
-        let (_, _, first) = check(args);
-        let mut all = vec!["9"];
-        all.extend_from_slice(args);
-        let (_, second) = check_json(&all);
-        assert_eq!(
-            common::without_timings(first),
-            common::without_timings(second),
-            "check 9 {args:?} changed its mind"
-        );
-    }
+    common::assert_replays_the_same(&["9"]);
+    common::assert_replays_the_same(&["9", "--variant", "server-time"]);
 }

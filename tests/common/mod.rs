@@ -181,3 +181,15 @@ fn strip_timings(value: serde_json::Value, decimals: bool) -> serde_json::Value 
         other => other,
     }
 }
+
+/// Plays `notify check ARGS` afresh and asserts that its report, timings
+/// aside, is the one [`checked`] played: verdicts repeat.
+pub fn assert_replays_the_same(args: &[&str]) {
+    let (_, first) = checked_json(args);
+    let (_, second) = check_json(args);
+    assert_eq!(
+        without_timings(first),
+        without_timings(second),
+        "check {args:?} changed its mind"
+    );
+}
