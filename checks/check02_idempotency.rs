@@ -13,7 +13,6 @@
 //! full plans, a relay that runs only every few invites, deploys, under a
 //! crash after every commit and every accepted send, and a failing commit.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -22,17 +21,17 @@ use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
-use lab::explore::{
-    explore, Explored, Explorer, Fate, FaultModel, Invariants, Observation, Row, Rule, Run,
-};
+use lab::explore::{explore, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run};
 use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Plan, Step, APP_DB};
+use lab::scenario::{Fault, Plan, Step};
 use lab::serve::ADVANCE;
 use lab::world::{Event, Kind, Outcome};
 use lab::Invite;
+
+use super::invite_world::observe_invites;
 
 pub const CHAPTER: Chapter = Chapter {
     number: 2,
@@ -1278,82 +1277,6 @@ impl Explorer for Generated {
     fn describe(&self, scenario: &Scenario) -> String {
         describe_invites(scenario)
     }
-}
-
-/// What the rules fix after a scenario of `invites`: per invite (person and
-/// workspace), how many emails that name the workspace reached the person,
-/// and whether they are a member; per person, emails about none of their
-/// invites; and the outbox's rows, sent or not.
-fn observe_invites(invites: &[Invite], run: &Run) -> Result<Observation> {
-    let members = if run.dir.join(APP_DB).exists() {
-        read_pairs(run.dir, "SELECT email, workspace FROM memberships")?
-    } else {
-        Vec::new()
-    };
-    let mut fates = BTreeMap::new();
-    for invite in invites {
-        let told = run
-            .history
-            .emails_to(&invite.email)
-            .filter(|e| e.body.contains(&invite.workspace))
-            .count() as u32;
-        let member = members
-            .iter()
-            .any(|(e, w)| *e == invite.email && *w == invite.workspace);
-        let state = if member { "member" } else { "not a member" };
-        fates.insert(
-            Scenario::subject(invite),
-            Fate {
-                told,
-                state: state.to_string(),
-                detail: String::new(),
-            },
-        );
-    }
-    let mut stray: BTreeMap<String, u32> = BTreeMap::new();
-    for email in run.history.emails() {
-        let invited = invites
-            .iter()
-            .any(|i| i.email == email.recipient && email.body.contains(&i.workspace));
-        if !invited {
-            *stray.entry(email.recipient.clone()).or_default() += 1;
-        }
-    }
-    for (to, told) in stray {
-        fates.insert(
-            format!("{to}, about no workspace they were invited to"),
-            Fate {
-                told,
-                state: "emailed".to_string(),
-                detail: String::new(),
-            },
-        );
-    }
-    Ok(Observation {
-        fates,
-        rows: read_rows(run.dir),
-    })
-}
-
-/// The outbox as it was left: a row is SENT once marked, PENDING before. A
-/// case whose outbox has another shape shows no rows.
-fn read_rows(dir: &Path) -> Vec<Row> {
-    if !dir.join(APP_DB).exists() {
-        return Vec::new();
-    }
-    read_pairs(
-        dir,
-        "SELECT recipient || ': ' || body, CASE WHEN sent THEN 'SENT' ELSE 'PENDING' END
-         FROM outbox ORDER BY id",
-    )
-    .unwrap_or_default()
-    .into_iter()
-    .map(|(subject, status)| Row {
-        subject: format!("the email to {subject:?}"),
-        status,
-        error: None,
-    })
-    .collect()
 }
 
 /// "ws_nova 2 seats, ws_pine no seat; dana → ws_nova, eli → ws_pine; the

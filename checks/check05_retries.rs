@@ -20,13 +20,16 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
-use lab::history::{read_pairs, History};
+use lab::history::{read_outbox, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Plan, ProviderScript, Step, APP_DB};
+use lab::scenario::{Fault, Plan, ProviderScript, Step};
 use lab::serve::{Job, Schedule};
 use lab::world::Outcome;
+
+/// How the checks name an outbox row: its channel and recipient.
+const KEY: &str = "channel || ' ' || recipient";
 
 pub const CHAPTER: Chapter = Chapter {
     number: 5,
@@ -394,20 +397,13 @@ fn gap(ms: i64) -> String {
     }
 }
 
-/// One outbox row as the dispatcher left it.
-#[derive(Clone, Debug)]
-struct Left {
-    status: String,
-    last_error: Option<String>,
-}
-
 /// What one scenario left behind.
 struct Played {
     batch: Batch,
     exits: Vec<Exit>,
     history: History,
     /// Keyed by "channel recipient".
-    rows: Vec<(String, Left)>,
+    rows: Vec<Row>,
     /// Why the outbox could not be read, if it could not.
     unreadable: Option<String>,
 }
@@ -448,9 +444,9 @@ impl Played {
             .count()
     }
 
-    fn left(&self, p: &Person) -> Option<&Left> {
+    fn left(&self, p: &Person) -> Option<&Row> {
         let key = format!("{} {}", p.channel, p.recipient());
-        self.rows.iter().find(|(k, _)| *k == key).map(|(_, l)| l)
+        self.rows.iter().find(|r| r.subject == key)
     }
 
     fn status(&self, p: &Person) -> String {
@@ -460,7 +456,7 @@ impl Played {
     }
 
     fn last_error(&self, p: &Person) -> Option<String> {
-        self.left(p).and_then(|l| l.last_error.clone())
+        self.left(p).and_then(|l| l.error.clone())
     }
 
     /// "0:00 503, 0:06 503, 0:36 sent"; a failed attempt whose answer never
@@ -506,7 +502,7 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
         }
     }
     let history = History::read(dir.path())?;
-    let (rows, unreadable) = match read_outbox(dir.path()) {
+    let (rows, unreadable) = match read_outbox(dir.path(), KEY) {
         Ok(rows) => (rows, None),
         Err(err) => (Vec::new(), Some(format!("{err:#}"))),
     };
@@ -517,28 +513,6 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
         rows,
         unreadable,
     })
-}
-
-fn read_outbox(dir: &Path) -> Result<Vec<(String, Left)>> {
-    if !dir.join(APP_DB).exists() {
-        return Ok(Vec::new());
-    }
-    let statuses = read_pairs(
-        dir,
-        "SELECT channel || ' ' || recipient, status FROM outbox ORDER BY id",
-    )?;
-    let errors = read_pairs(
-        dir,
-        "SELECT channel || ' ' || recipient, coalesce(last_error, '') FROM outbox ORDER BY id",
-    )?;
-    Ok(statuses
-        .into_iter()
-        .zip(errors)
-        .map(|((key, status), (_, error))| {
-            let last_error = (!error.is_empty()).then_some(error);
-            (key, Left { status, last_error })
-        })
-        .collect())
 }
 
 /// `notify run 5`: the chapter's batch, once, told as a story.
@@ -1169,15 +1143,5 @@ impl Explorer for Generated {
 
 /// The outbox as it was left, a row per channel and recipient.
 fn read_rows(dir: &Path) -> Result<Vec<Row>> {
-    Ok(read_outbox(dir)?
-        .into_iter()
-        .map(|(key, left)| {
-            let (channel, recipient) = key.split_once(' ').unwrap_or(("?", &key));
-            Row {
-                subject: format!("{recipient} ({channel})"),
-                status: left.status,
-                error: left.last_error,
-            }
-        })
-        .collect())
+    read_outbox(dir, "recipient || ' (' || channel || ')'")
 }

@@ -40,13 +40,16 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, span, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
-use lab::history::{read_pairs, History};
+use lab::history::{read_outbox, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB, WORLD_DB};
+use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
 use lab::serve::{Job, Schedule};
 use lab::world::{Delivery, Event, Outcome, Recorder};
+
+/// How the checks name an outbox row: its channel and recipient.
+const KEY: &str = "channel || ' ' || recipient";
 
 pub const CHAPTER: Chapter = Chapter {
     number: 6,
@@ -434,20 +437,13 @@ fn clock(ms: i64) -> String {
     format!("{}:{:02}", s / 60, s % 60)
 }
 
-/// One outbox row as the dispatchers left it.
-#[derive(Clone, Debug, Default)]
-struct Left {
-    status: String,
-    last_error: Option<String>,
-}
-
 /// What one scenario left behind.
 struct Played {
     scenario: Scenario,
     /// (process, how it ended), in the order they ran.
     exits: Vec<(u32, Exit)>,
     history: History,
-    rows: Vec<(String, Left)>,
+    rows: Vec<Row>,
     unreadable: Option<String>,
     /// For the racing scenarios: whether the interleaving they need happened.
     arranged: bool,
@@ -487,15 +483,16 @@ impl Played {
             .collect()
     }
 
-    fn left(&self, p: &Person) -> Left {
+    fn left(&self, p: &Person) -> Row {
         let key = format!("{} {}", p.channel, p.recipient());
         self.rows
             .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, l)| l.clone())
-            .unwrap_or(Left {
+            .find(|r| r.subject == key)
+            .cloned()
+            .unwrap_or(Row {
+                subject: key,
                 status: "missing from the outbox".to_string(),
-                last_error: None,
+                error: None,
             })
     }
 
@@ -545,28 +542,6 @@ fn world_clock(dir: &Path) -> Result<i64> {
         .context("could not read the world's clock")
 }
 
-fn read_outbox(dir: &Path) -> Result<Vec<(String, Left)>> {
-    if !dir.join(APP_DB).exists() {
-        return Ok(Vec::new());
-    }
-    let statuses = read_pairs(
-        dir,
-        "SELECT channel || ' ' || recipient, status FROM outbox ORDER BY id",
-    )?;
-    let errors = read_pairs(
-        dir,
-        "SELECT channel || ' ' || recipient, coalesce(last_error, '') FROM outbox ORDER BY id",
-    )?;
-    Ok(statuses
-        .into_iter()
-        .zip(errors)
-        .map(|((key, status), (_, error))| {
-            let last_error = (!error.is_empty()).then_some(error);
-            (key, Left { status, last_error })
-        })
-        .collect())
-}
-
 fn play(case: &Case, scenario: &Scenario) -> Result<Played> {
     match scenario.what {
         What::Crash | What::Poison => play_restarts(case, scenario),
@@ -583,7 +558,7 @@ fn finish(
     arranged: impl Fn(&History) -> bool,
 ) -> Result<Played> {
     let history = History::read(dir)?;
-    let (rows, unreadable) = match read_outbox(dir) {
+    let (rows, unreadable) = match read_outbox(dir, KEY) {
         Ok(rows) => (rows, None),
         Err(err) => (Vec::new(), Some(format!("{err:#}"))),
     };
@@ -1012,7 +987,7 @@ fn eventually(played: &Played) -> Option<Finding> {
                 format!("{lost} dispatchers lost, then {}", left.status)
             };
             let error = left
-                .last_error
+                .error
                 .as_deref()
                 .map(|e| format!(" ({e})"))
                 .unwrap_or_default();
@@ -1723,15 +1698,5 @@ impl Explorer for Generated {
 
 /// The outbox as it was left, a row per channel and recipient.
 fn read_rows(dir: &Path) -> Result<Vec<Row>> {
-    Ok(read_outbox(dir)?
-        .into_iter()
-        .map(|(key, left)| {
-            let (channel, recipient) = key.split_once(' ').unwrap_or(("?", &key));
-            Row {
-                subject: format!("{recipient} ({channel})"),
-                status: left.status,
-                error: left.last_error,
-            }
-        })
-        .collect())
+    read_outbox(dir, "recipient || ' (' || channel || ')'")
 }

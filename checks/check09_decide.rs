@@ -20,11 +20,11 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{instant, MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
-use lab::history::{read_pairs, History};
+use lab::history::{read_outbox, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::{Job, Schedule};
 use lab::world::Outcome;
 
@@ -1247,24 +1247,5 @@ impl Explorer for Generated {
 
 /// The outbox as it was left.
 fn read_rows(dir: &Path) -> Result<Vec<Row>> {
-    if !dir.join(APP_DB).exists() {
-        return Ok(Vec::new());
-    }
-    let statuses = read_pairs(
-        dir,
-        "SELECT recipient || ' (' || channel || '): ' || body, status FROM outbox ORDER BY id",
-    )?;
-    let errors = read_pairs(
-        dir,
-        "SELECT CAST(id AS TEXT), coalesce(last_error, '') FROM outbox ORDER BY id",
-    )?;
-    Ok(statuses
-        .into_iter()
-        .zip(errors)
-        .map(|((subject, status), (_, error))| Row {
-            subject,
-            status,
-            error: (!error.is_empty()).then_some(error),
-        })
-        .collect())
+    read_outbox(dir, "recipient || ' (' || channel || '): ' || body")
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use lab::explore::{Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::read_pairs;
 use lab::rng::Rng;
-use lab::scenario::{Plan, Step};
+use lab::scenario::{Plan, Step, APP_DB};
 use lab::{Invite, Worker};
 
 const NAMES: [&str; 20] = [
@@ -190,59 +190,7 @@ impl Explorer for Generated {
     }
 
     fn observe(&self, service: &Service, run: &Run) -> Result<Observation> {
-        let members = if run.dir.join(lab::scenario::APP_DB).exists() {
-            read_pairs(run.dir, "SELECT email, workspace FROM memberships")?
-        } else {
-            Vec::new()
-        };
-        let fates = service
-            .invites()
-            .map(|i| {
-                let told = run
-                    .history
-                    .emails_to(&i.email)
-                    .filter(|e| e.body.contains(&i.workspace))
-                    .count() as u32;
-                let member = members
-                    .iter()
-                    .any(|(e, w)| *e == i.email && *w == i.workspace);
-                let state = if member { "member" } else { "not a member" };
-                (
-                    subject(i),
-                    Fate {
-                        told,
-                        state: state.to_string(),
-                        detail: String::new(),
-                    },
-                )
-            })
-            .collect();
-        // The outbox of chapters 3 and 4 has a status; a case that went
-        // back to chapter 1's `sent` flag is read by that.
-        let rows = if run.dir.join(lab::scenario::APP_DB).exists() {
-            read_pairs(
-                run.dir,
-                "SELECT recipient || ': ' || body, status FROM outbox ORDER BY id",
-            )
-            .or_else(|_| {
-                read_pairs(
-                    run.dir,
-                    "SELECT recipient || ': ' || body,
-                            CASE WHEN sent THEN 'SENT' ELSE 'PENDING' END
-                       FROM outbox ORDER BY id",
-                )
-            })?
-            .into_iter()
-            .map(|(subject, status)| Row {
-                subject,
-                status,
-                error: None,
-            })
-            .collect()
-        } else {
-            Vec::new()
-        };
-        Ok(Observation { fates, rows })
+        observe_invites(service.invites(), run)
     }
 
     fn promised(&self, service: &Service, refused: &[String]) -> Option<BTreeMap<String, Fate>> {
@@ -319,4 +267,91 @@ impl Explorer for Generated {
             .collect();
         format!("{}; {}", seats.join(", "), processes.join("; a deploy; "))
     }
+}
+
+/// What the rules fix after a scenario of `invites`: per invite (person and
+/// workspace), how many emails that name the workspace reached the person,
+/// and whether they are a member; per person, emails about none of their
+/// invites; and the outbox's rows, sent or not.
+pub(crate) fn observe_invites<'a>(
+    invites: impl IntoIterator<Item = &'a Invite>,
+    run: &Run,
+) -> Result<Observation> {
+    let invites: Vec<&Invite> = invites.into_iter().collect();
+    let members = if run.dir.join(APP_DB).exists() {
+        read_pairs(run.dir, "SELECT email, workspace FROM memberships")?
+    } else {
+        Vec::new()
+    };
+    let mut fates = BTreeMap::new();
+    for &invite in &invites {
+        let told = run
+            .history
+            .emails_to(&invite.email)
+            .filter(|e| e.body.contains(&invite.workspace))
+            .count() as u32;
+        let member = members
+            .iter()
+            .any(|(e, w)| *e == invite.email && *w == invite.workspace);
+        let state = if member { "member" } else { "not a member" };
+        fates.insert(
+            subject(invite),
+            Fate {
+                told,
+                state: state.to_string(),
+                detail: String::new(),
+            },
+        );
+    }
+    let mut stray: BTreeMap<String, u32> = BTreeMap::new();
+    for email in run.history.emails() {
+        let invited = invites
+            .iter()
+            .any(|i| i.email == email.recipient && email.body.contains(&i.workspace));
+        if !invited {
+            *stray.entry(email.recipient.clone()).or_default() += 1;
+        }
+    }
+    for (to, told) in stray {
+        fates.insert(
+            format!("{to}, about no workspace they were invited to"),
+            Fate {
+                told,
+                state: "emailed".to_string(),
+                detail: String::new(),
+            },
+        );
+    }
+    Ok(Observation {
+        fates,
+        rows: read_rows(run.dir),
+    })
+}
+
+/// The outbox as it was left. Chapters 3 and 4 give each row a status;
+/// chapters 1 and 2 (and a case that went back to their `sent` flag) mark it
+/// SENT, PENDING before. A case whose outbox has another shape shows no rows.
+fn read_rows(dir: &Path) -> Vec<Row> {
+    if !dir.join(APP_DB).exists() {
+        return Vec::new();
+    }
+    read_pairs(
+        dir,
+        "SELECT recipient || ': ' || body, status FROM outbox ORDER BY id",
+    )
+    .or_else(|_| {
+        read_pairs(
+            dir,
+            "SELECT recipient || ': ' || body, CASE WHEN sent THEN 'SENT' ELSE 'PENDING' END
+             FROM outbox ORDER BY id",
+        )
+    })
+    .unwrap_or_default()
+    .into_iter()
+    .map(|(subject, status)| Row {
+        subject: format!("the email to {subject:?}"),
+        status,
+        error: None,
+    })
+    .collect()
 }

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
+use crate::explore::Row;
 use crate::output::Output;
 use crate::scenario::WORLD_DB;
 use crate::world::{open, Delivery, Event, Kind, Outcome};
@@ -145,6 +146,34 @@ pub fn read_pairs(dir: &Path, sql: &str) -> Result<Vec<(String, String)>> {
         .with_context(|| format!("the service's database does not answer `{sql}`"))?;
     let rows = stmt
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
+    Ok(rows)
+}
+
+/// The service's outbox as it was left, in the order of its ids: each row
+/// named by `subject` (an SQL expression over the outbox's columns, e.g.
+/// `recipient || ' (' || channel || ')'`), with its status and the error it
+/// keeps. A scenario that never opened its database left no rows.
+pub fn read_outbox(dir: &Path, subject: &str) -> Result<Vec<Row>> {
+    let path = dir.join(crate::scenario::APP_DB);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = Connection::open(&path)
+        .with_context(|| format!("could not open the service's database {}", path.display()))?;
+    let sql = format!("SELECT {subject}, status, last_error FROM outbox ORDER BY id");
+    let mut stmt = conn
+        .prepare(&sql)
+        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok(Row {
+                subject: row.get(0)?,
+                status: row.get(1)?,
+                error: row.get::<_, Option<String>>(2)?.filter(|e| !e.is_empty()),
+            })
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()
         .with_context(|| format!("could not read `{sql}` from the service's database"))?;
     Ok(rows)
