@@ -21,7 +21,7 @@ use lab::explore::{explore, Explored, Explorer, FaultModel, Invariants, Observat
 use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
-use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
 use lab::world::Kind;
 use lab::Invite;
@@ -186,21 +186,7 @@ impl Played {
     /// An ending no correct case has: a panic, a hang, an unplanned abort.
     fn trouble(&self) -> Option<String> {
         let planned_crash = matches!(self.fault, Some(Fault::CrashAfterCommit { .. }));
-        self.exits
-            .iter()
-            .enumerate()
-            .find_map(|(i, exit)| match exit {
-                Exit::Finished => None,
-                Exit::Aborted if planned_crash && i == 0 => None,
-                other => {
-                    let which = if i == 0 {
-                        "the case"
-                    } else {
-                        "the restarted case"
-                    };
-                    Some(format!("{which} {}", other.describe()))
-                }
-            })
+        first_trouble(&self.exits, "case", planned_crash)
     }
 
     fn emails_to(&self, email: &str) -> usize {

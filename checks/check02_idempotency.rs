@@ -25,7 +25,7 @@ use lab::explore::{explore, Explored, Explorer, FaultModel, Invariants, Observat
 use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
-use lab::runner::{scenario_dir, Case, Exit};
+use lab::runner::{first_trouble, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
 use lab::serve::ADVANCE;
 use lab::world::{Event, Kind, Outcome};
@@ -248,22 +248,7 @@ struct Played {
 impl Played {
     /// An ending no correct case has: a panic, a hang, an unplanned abort.
     fn trouble(&self) -> Option<String> {
-        let planned_crash = is_crash(&self.fault);
-        self.exits
-            .iter()
-            .enumerate()
-            .find_map(|(i, exit)| match exit {
-                Exit::Finished => None,
-                Exit::Aborted if planned_crash && i == 0 => None,
-                other => {
-                    let which = if i == 0 {
-                        "the case"
-                    } else {
-                        "the restarted case"
-                    };
-                    Some(format!("{which} {}", other.describe()))
-                }
-            })
+        first_trouble(&self.exits, "case", is_crash(&self.fault))
     }
 
     /// Delivered emails to `email` that name `workspace`.

@@ -19,11 +19,13 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
-use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::explore::{
+    cut_down, explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+};
 use lab::history::{read_outbox, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
-use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, ProviderScript, Step};
 use lab::serve::{Job, Schedule};
 use lab::world::Outcome;
@@ -411,20 +413,7 @@ struct Played {
 impl Played {
     /// An ending no correct case has: a panic, a hang, an abort.
     fn trouble(&self) -> Option<String> {
-        if let Some((i, exit)) = self
-            .exits
-            .iter()
-            .enumerate()
-            .find(|(_, e)| **e != Exit::Finished)
-        {
-            let which = if i == 0 {
-                "the dispatcher"
-            } else {
-                "the restarted dispatcher"
-            };
-            return Some(format!("{which} {}", exit.describe()));
-        }
-        self.unreadable.clone()
+        first_trouble(&self.exits, "dispatcher", false).or_else(|| self.unreadable.clone())
     }
 
     /// Every attempt the provider saw for a person's row: (simulated time, outcome).
@@ -1094,26 +1083,14 @@ impl Explorer for Generated {
                 ..batch.clone()
             });
         }
-        // Halves first, then one person at a time.
-        let n = batch.people.len();
-        if n > 3 {
-            for half in [0..n / 2, n / 2..n] {
-                smaller.push(Batch {
-                    people: batch.people[half].to_vec(),
-                    ..batch.clone()
-                });
-            }
-        }
-        if n > 1 {
-            for i in 0..n {
-                let mut people = batch.people.clone();
-                people.remove(i);
-                smaller.push(Batch {
+        smaller.extend(
+            cut_down(&batch.people, usize::MAX)
+                .into_iter()
+                .map(|people| Batch {
                     people,
                     ..batch.clone()
-                });
-            }
-        }
+                }),
+        );
         smaller
     }
 

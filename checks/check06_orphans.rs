@@ -39,7 +39,9 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
-use lab::explore::{explore, span, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::explore::{
+    cut_down, explore, span, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+};
 use lab::history::{read_outbox, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
@@ -1620,26 +1622,14 @@ impl Explorer for Generated {
                 ..workload.clone()
             });
         }
-        // Halves first, then one person at a time.
-        let n = workload.entries.len();
-        if n > 3 {
-            for half in [0..n / 2, n / 2..n] {
-                smaller.push(Workload {
-                    entries: workload.entries[half].to_vec(),
-                    ..workload.clone()
-                });
-            }
-        }
-        if n > 1 {
-            for i in 0..n {
-                let mut entries = workload.entries.clone();
-                entries.remove(i);
-                smaller.push(Workload {
+        smaller.extend(
+            cut_down(&workload.entries, usize::MAX)
+                .into_iter()
+                .map(|entries| Workload {
                     entries,
                     ..workload.clone()
-                });
-            }
-        }
+                }),
+        );
         smaller
     }
 

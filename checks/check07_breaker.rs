@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
-use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Run};
+use lab::explore::{cut_down, explore, Explorer, Fate, FaultModel, Invariants, Observation, Run};
 use lab::history::History;
 use lab::report::Verdict;
 use lab::rng::Rng;
@@ -1855,28 +1855,14 @@ impl Explorer for Generated {
                 ..world.clone()
             });
         }
-        // Halves of the stretches first, then, once they are few, one
-        // stretch at a time: every candidate costs a play or five, and a
-        // learner waits for them.
-        let n = world.stretches.len();
-        if n > 3 {
-            for half in [0..n / 2, n / 2..n] {
-                smaller.push(World {
-                    stretches: world.stretches[half].to_vec(),
-                    ..world.clone()
-                });
-            }
-        }
-        if (2..=6).contains(&n) {
-            for i in 0..n {
-                let mut stretches = world.stretches.clone();
-                stretches.remove(i);
-                smaller.push(World {
+        smaller.extend(
+            cut_down(&world.stretches, 6)
+                .into_iter()
+                .map(|stretches| World {
                     stretches,
                     ..world.clone()
-                });
-            }
-        }
+                }),
+        );
         smaller.into_iter().map(World::ended).collect()
     }
 

@@ -36,7 +36,7 @@ use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation,
 use lab::history::History;
 use lab::report::Verdict;
 use lab::rng::Rng;
-use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule, RUN};
 use lab::world::{Delivery, Event, Kind, Outcome, Recorder};
@@ -604,21 +604,7 @@ impl Played {
     /// An ending no correct case has: a panic, a hang, an unplanned abort.
     fn trouble(&self) -> Option<String> {
         let planned = matches!(self.fault, Some(Fault::CrashAfterCommit { .. }));
-        self.exits
-            .iter()
-            .enumerate()
-            .find_map(|(i, exit)| match exit {
-                Exit::Finished => None,
-                Exit::Aborted if planned && i == 0 => None,
-                other => {
-                    let which = if i == 0 {
-                        "the case"
-                    } else {
-                        "the restarted case"
-                    };
-                    Some(format!("{which} {}", other.describe()))
-                }
-            })
+        first_trouble(&self.exits, "case", planned)
     }
 
     /// Pushes to `p` that reached the phone.

@@ -23,7 +23,7 @@ use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation,
 use lab::history::{read_outbox, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
-use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::{Job, Schedule};
 use lab::world::Outcome;
@@ -643,20 +643,7 @@ struct Played {
 
 impl Played {
     fn trouble(&self) -> Option<String> {
-        if let Some((i, exit)) = self
-            .exits
-            .iter()
-            .enumerate()
-            .find(|(_, e)| **e != Exit::Finished)
-        {
-            let which = if i == 0 {
-                "the service"
-            } else {
-                "the restarted service"
-            };
-            return Some(format!("{which} {}", exit.describe()));
-        }
-        self.unreadable.clone()
+        first_trouble(&self.exits, "service", false).or_else(|| self.unreadable.clone())
     }
 
     /// Every attempt to send `notice` on `channel`: (simulated time, outcome).

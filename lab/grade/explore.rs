@@ -1005,6 +1005,27 @@ fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
 /// one, then a few others) and kept when it still breaks the rule, until no
 /// candidate does or the plays run out. Returns the smallest failure found,
 /// with its scenario described, and how many processes it took.
+/// Shorter lists to try in place of `items` while shrinking, the bigger cuts
+/// first: each half, when there are more than 3; then `items` without one of
+/// them, when there are from 2 to `each_up_to` (every candidate costs a play
+/// or more, and a learner waits for them).
+pub fn cut_down<T: Clone>(items: &[T], each_up_to: usize) -> Vec<Vec<T>> {
+    let n = items.len();
+    let mut cuts = Vec::new();
+    if n > 3 {
+        cuts.push(items[..n / 2].to_vec());
+        cuts.push(items[n / 2..].to_vec());
+    }
+    if (2..=each_up_to).contains(&n) {
+        for i in 0..n {
+            let mut fewer = items.to_vec();
+            fewer.remove(i);
+            cuts.push(fewer);
+        }
+    }
+    cuts
+}
+
 /// How many plays a check may spend on shrinking, for all its rules.
 const SHRINK_PLAYS: usize = 60;
 

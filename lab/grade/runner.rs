@@ -518,6 +518,22 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[start..].join(" | ")
 }
 
+/// The first process of a scenario that did not finish, said as "the
+/// dispatcher panicked: ..." or "the restarted dispatcher ...": `process`
+/// names what the first process is (e.g. "dispatcher"), and every later one
+/// is its restart. When `planned_crash`, the first process was meant to
+/// abort, and its abort is no trouble.
+pub fn first_trouble(exits: &[Exit], process: &str, planned_crash: bool) -> Option<String> {
+    exits.iter().enumerate().find_map(|(i, exit)| match exit {
+        Exit::Finished => None,
+        Exit::Aborted if planned_crash && i == 0 => None,
+        other => {
+            let which = if i == 0 { "the" } else { "the restarted" };
+            Some(format!("{which} {process} {}", other.describe()))
+        }
+    })
+}
+
 /// Where scenario folders go: `TMPDIR` when it is set, else a memory-backed
 /// folder where the system has one (`/dev/shm`), else the temp folder. A
 /// scenario's crash is a process abort, not a power cut: what a commit wrote
