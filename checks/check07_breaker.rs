@@ -51,6 +51,8 @@ const LONE: &str = "a lone failure on a quiet channel is retried on schedule";
 /// The dispatcher wakes this often, and the sweep runs this often.
 const TICK: i64 = 2 * SECOND;
 const SWEEP: i64 = MINUTE;
+/// Chapter 6's sweep takes back a claim only once it is this old.
+const ORPHANED_AFTER: i64 = 5 * MINUTE;
 /// How long the dispatcher runs on after the outage ends: a breaker lets a
 /// probe through within 30 s of the provider's return, and the backlog goes
 /// out on the wake-ups after it.
@@ -1735,6 +1737,9 @@ impl Explorer for Generated {
             // See the comment on `Generated`: the backoff is judged in
             // `observe`.
             retry_gaps: &[],
+            // Sends take no simulated time here, so a row is claimed at
+            // its send, and chapter 6's threshold counts from the send.
+            orphaned_after: ORPHANED_AFTER,
         }
     }
 

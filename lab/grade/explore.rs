@@ -121,6 +121,11 @@ pub struct Invariants {
     /// After the n-th failed attempt of a message, the next one waits at
     /// least `retry_gaps[n - 1]` ms (chapter 5's backoff).
     pub retry_gaps: &'static [i64],
+    /// When a crash loses a send's answer, the message goes out again no
+    /// sooner than this many ms after that send (chapter 6's sweep, which
+    /// takes back only a claim this old; 0: not judged). For worlds whose
+    /// sends take no simulated time, where a row is claimed at its send.
+    pub orphaned_after: i64,
 }
 
 /// What happened to one subject (a person, a row), in the rules' words.
@@ -237,6 +242,8 @@ pub enum Rule {
     ToldOnce,
     Settled,
     NotEarly,
+    /// A crash's orphan is not sent again before the sweep may take it.
+    SweptLate,
 }
 
 impl Rule {
@@ -250,6 +257,9 @@ impl Rule {
             Rule::ToldOnce => "nobody gets the same message twice",
             Rule::Settled => "once idle, every row is SENT, or FAILED with its error",
             Rule::NotEarly => "generated scenarios: no retry comes before its backoff (chapter 5)",
+            Rule::SweptLate => {
+                "a crash's orphan goes out again only once its claim is old (chapter 6's sweep)"
+            }
         }
     }
 }
@@ -560,6 +570,42 @@ fn early(gaps: &[i64], history: &History) -> Vec<String> {
     lines
 }
 
+/// A message sent again sooner than `after` ms after the send whose answer
+/// the injected crash lost: the sweep took the claim back while it was
+/// young, as it would from a dispatcher that is only slow.
+fn swept_early(after: i64, fault: &Injected, played: &Played) -> Vec<String> {
+    if after == 0 || !matches!(fault.fault, Fault::CrashAfterSend { .. }) {
+        return Vec::new();
+    }
+    // Processes are numbered from 1 in the order they started.
+    let Some(crashed) = played.exits.iter().position(|e| *e == Exit::Aborted) else {
+        return Vec::new();
+    };
+    let deliveries = &played.history.deliveries;
+    let Some(lost) = deliveries
+        .iter()
+        .rposition(|d| d.process == crashed as u32 + 1)
+    else {
+        return Vec::new();
+    };
+    let sent = &deliveries[lost];
+    deliveries[lost + 1..]
+        .iter()
+        .find(|d| d.channel == sent.channel && d.recipient == sent.recipient && d.body == sent.body)
+        .filter(|again| again.at_ms - sent.at_ms < after)
+        .map(|again| {
+            format!(
+                "{} ({}): sent again {} after the send a crash lost the answer of, before its claim was {} old",
+                sent.recipient,
+                sent.channel,
+                span(again.at_ms - sent.at_ms),
+                span(after)
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
 /// A stretch of simulated time: `5 s`, `5 min`, `1 min 30 s`, `200 ms`.
 pub fn span(ms: i64) -> String {
     if ms < 1000 {
@@ -865,6 +911,13 @@ fn judge_one<E: Explorer>(
                 });
             }
             breaches.extend(invariants(rules, &faulted));
+            let lines = swept_early(rules.orphaned_after, &fault, &faulted);
+            if !lines.is_empty() {
+                breaches.push(Breach {
+                    rule: Rule::SweptLate,
+                    lines,
+                });
+            }
         }
         judged.push(Judged {
             seed,
@@ -995,6 +1048,9 @@ fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     }
     if !invariants.retry_gaps.is_empty() {
         rules.push(Rule::NotEarly);
+    }
+    if invariants.orphaned_after > 0 {
+        rules.push(Rule::SweptLate);
     }
     rules
 }
