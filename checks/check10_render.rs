@@ -156,9 +156,10 @@ fn comment(number: usize, person: &str, title: &str, author: Option<&str>, text:
 }
 
 /// The chapter's long comment: Japanese and emoji, every character 3 or 4
-/// bytes, so a cut at a byte count falls inside one.
+/// bytes, so a cut at a byte count falls inside one. In its push, an emoji
+/// takes bytes 4090 to 4093: a cut at 4093 leaves three of its four.
 fn long_comment() -> String {
-    let mut text = String::from("写真、ありがとう！");
+    let mut text = String::from("写真、ありがとう！！");
     while text.len() < 4300 {
         text.push_str("楽しかったね🎉また行こう🗻");
     }
@@ -948,15 +949,16 @@ fn run(case: &Case) -> Result<String> {
                     "push" => d.body.clone(),
                     _ => excerpt(&html_line(html, &c.marker(), &c.marker()), 80),
                 };
-                if let Some(field) = batch
+                if let Some((what, field)) = batch
                     .fields(c, channel)
                     .into_iter()
-                    .map(|(_, f)| f)
-                    .find(|f| channel == "email" && html_trouble(html, f) == Some("unescaped"))
+                    .find(|(_, f)| channel == "email" && html_trouble(html, f) == Some("unescaped"))
                 {
                     raw += 1;
                     said = excerpt(&html_line(html, &field, &c.marker()), 80);
-                    note = "  markup from the title, unescaped".to_string();
+                    note = format!("  the {what}'s markup, unescaped");
+                } else if d.body.contains('\u{FFFD}') {
+                    note = "  a broken character (U+FFFD)".to_string();
                 } else if let Some(sign) = placeholder(&d.body) {
                     holes += 1;
                     said = excerpt(d.body.lines().find(|l| l.contains(sign)).unwrap_or(""), 70);
@@ -973,7 +975,7 @@ fn run(case: &Case) -> Result<String> {
                     d.body.len()
                 );
             } else if let Some(r) = played.row(c, channel) {
-                said = excerpt(&r.error, 60);
+                said = excerpt(&r.error, 70);
             }
             out.push_str(&format!(
                 "  {:<3}{:<6}{:<9}{:<8}{said}{note}\n",
@@ -982,7 +984,7 @@ fn run(case: &Case) -> Result<String> {
         }
     }
     out.push_str(&format!(
-        "\nHTML bodies with markup from a title in them: {raw}\n\
+        "\nHTML bodies with unescaped markup in them: {raw}\n\
          messages with a placeholder in them: {holes}\n\
          pushes the provider refused as too large: {large}\n"
     ));
