@@ -45,7 +45,7 @@ const ESCAPED: &str =
 const PLACEHOLDERS: &str =
     "no placeholder reaches anyone: no {name}, no {{, no \"undefined\", no empty greeting";
 const FITS: &str =
-    "no push over 4096 bytes is offered; a longer text arrives cut on a character boundary";
+    "every push arrives within 4096 bytes: none larger is offered, a longer text is cut on a character boundary";
 const FAILS_CLOSED: &str =
     "a message that cannot be rendered is dead-lettered at once: tried once, FAILED, the reason names the render";
 
@@ -844,14 +844,9 @@ fn fits(played: &Played) -> Vec<String> {
                 ));
             }
         }
+        // A phone refused for good cannot be reached, whatever the size.
         let refused = batch.person(&c.person).push == Script::Rejected;
-        if delivered.is_empty()
-            && !refused
-            && played
-                .offered(c, "push")
-                .iter()
-                .any(|d| d.body.len() > PUSH_PAYLOAD_LIMIT)
-        {
+        if delivered.is_empty() && !refused {
             lines.push(format!(
                 "{label}: the push of {} bytes never arrived",
                 full.len()
