@@ -133,6 +133,8 @@ struct Batch {
     about: &'static str,
     people: Vec<Person>,
     comments: Vec<Comment>,
+    /// A deploy: the first process stops here and a new one carries on.
+    restart_at: Option<i64>,
 }
 
 fn person(id: &str, name: Option<&str>) -> Person {
@@ -205,6 +207,7 @@ impl Batch {
                 ),
                 comment(3, "finn", "Tokyo trip", Some("Gia"), &long_comment()),
             ],
+            restart_at: None,
         }
     }
 
@@ -236,6 +239,7 @@ impl Batch {
             about: "pushes at the limit, fields full of markup",
             people: vec![person("hugo", Some("<b>Hugo</b>")), person("ivy", None)],
             comments,
+            restart_at: None,
         }
     }
 
@@ -245,7 +249,7 @@ impl Batch {
         let mut ids = IDS.to_vec();
         rng.shuffle(&mut ids);
         let count = rng.between(1, 3) as usize;
-        let people: Vec<Person> = ids[..count]
+        let mut people: Vec<Person> = ids[..count]
             .iter()
             .map(|id| {
                 let name = match rng.between(0, 3) {
@@ -270,7 +274,7 @@ impl Batch {
             })
             .collect();
         let count = rng.between(1, 4) as usize;
-        let comments = (1..=count)
+        let mut comments: Vec<Comment> = (1..=count)
             .map(|number| {
                 let who = rng.pick(&people).id.clone();
                 let author = match rng.between(0, 5) {
@@ -292,18 +296,44 @@ impl Batch {
                 c
             })
             .collect();
+        // Every other seed, one more person, whose email fails three times
+        // (the third retry waits 5 min) and whose phone is refused for good,
+        // gets a comment at the time of another one. A deploy comes a few
+        // seconds after the email's first failed attempt, or, on the next
+        // such seed, after its second: the new process wakes at once, while
+        // the retry must still wait its backoff (5 s, then 30 s).
+        let mut restart_at = None;
+        if seed % 2 == 1 {
+            let mut extra = person(ids[people.len()], Some(*rng.pick(&NAMES)));
+            extra.email = Script::Flaky(3);
+            extra.push = Script::Rejected;
+            let at = rng.pick(&comments).at;
+            let (title, author, text) =
+                (*rng.pick(&TITLES), *rng.pick(&AUTHORS), *rng.pick(&TEXTS));
+            let mut c = comment(comments.len() + 1, &extra.id, title, Some(author), text);
+            c.at = at;
+            comments.push(c);
+            people.push(extra);
+            let failures = (seed / 2 % 2) as i64;
+            restart_at = Some(at + failures * WAKE_UP + rng.between(2, 4) as i64 * SECOND);
+        }
         Batch {
             seed: Some(seed),
             about: "random comments",
             people,
             comments,
+            restart_at,
         }
     }
 
     fn name(&self) -> String {
-        match self.seed {
+        let batch = match self.seed {
             None => self.about.to_string(),
             Some(seed) => format!("{} (seed {seed})", self.about),
+        };
+        match self.restart_at {
+            Some(at) => format!("{batch}, the dispatcher restarted at {}", clock(at)),
+            None => batch,
         }
     }
 
@@ -361,11 +391,16 @@ impl Batch {
         }
     }
 
-    fn steps(&self) -> Vec<Step> {
-        let mut comments: Vec<&Comment> = self.comments.iter().collect();
+    /// The steps that cover simulated time `[from, to)`.
+    fn steps(&self, from: i64, to: i64) -> Vec<Step> {
+        let mut comments: Vec<&Comment> = self
+            .comments
+            .iter()
+            .filter(|c| (from..to).contains(&c.at))
+            .collect();
         comments.sort_by_key(|c| c.at);
         let mut steps = Vec::new();
-        let mut now = 0;
+        let mut now = from;
         for c in comments {
             if c.at > now {
                 steps.push(schedule(c.at));
@@ -379,7 +414,7 @@ impl Batch {
             });
             steps.push(Step::with("publish", input, &c.subject()));
         }
-        steps.push(schedule(self.end()));
+        steps.push(schedule(to));
         steps
     }
 
@@ -400,16 +435,24 @@ impl Batch {
                 )
             })
             .collect();
-        vec![Plan {
+        let end = self.end();
+        let cut = self.restart_at.filter(|&at| at < end).unwrap_or(end);
+        let plan = |process: u32, steps: Vec<Step>| Plan {
             dir: dir.to_path_buf(),
-            process: 1,
-            fixture,
-            steps: self.steps(),
+            process,
+            steps,
             provider: self.provider("email"),
             push: self.provider("push"),
             seed: self.seed.unwrap_or(0),
             ..Plan::default()
-        }]
+        };
+        let mut first = plan(1, self.steps(0, cut));
+        first.fixture = fixture;
+        let mut plans = vec![first];
+        if cut < end {
+            plans.push(plan(2, self.steps(cut, end)));
+        }
+        plans
     }
 }
 
@@ -511,8 +554,18 @@ struct Played {
 
 impl Played {
     fn trouble(&self) -> Option<String> {
-        if let Some(exit) = self.exits.iter().find(|e| **e != Exit::Finished) {
-            return Some(format!("the service {}", exit.describe()));
+        if let Some((i, exit)) = self
+            .exits
+            .iter()
+            .enumerate()
+            .find(|(_, e)| **e != Exit::Finished)
+        {
+            let which = if i == 0 {
+                "the service"
+            } else {
+                "the restarted service"
+            };
+            return Some(format!("{which} {}", exit.describe()));
         }
         self.unreadable.clone()
     }
@@ -747,7 +800,7 @@ fn placeholder(text: &str) -> Option<&'static str> {
         "Hello none",
         "Hello None",
         "Hello null",
-        "> commented on",
+        "<p> commented on",
         "\n commented on",
     ];
     SIGNS
@@ -1113,7 +1166,9 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// author who may have left, and a text that is short or makes a push of
 /// 4000 to 5000 bytes (at the limit and just over it) in 1- to 4-byte
 /// characters; providers that fail a message once or twice, and phones
-/// refused for good. Faults go where a dispatcher without chapter 6's sweep
+/// refused for good; every other batch, one more person whose email fails
+/// three times and whose phone is refused for good, with a deploy seconds
+/// after one of the email's failures. Faults go where a dispatcher without chapter 6's sweep
 /// survives them: a crash after a `publish` commit, and a failing one (the
 /// comment is refused).
 struct Generated;
@@ -1207,6 +1262,12 @@ impl Explorer for Generated {
 
     fn shrink(&self, batch: &Batch) -> Vec<Batch> {
         let mut smaller = Vec::new();
+        if batch.restart_at.is_some() {
+            smaller.push(Batch {
+                restart_at: None,
+                ..batch.clone()
+            });
+        }
         for i in 0..batch.comments.len() {
             if batch.comments.len() > 1 {
                 let mut comments = batch.comments.clone();
@@ -1274,7 +1335,11 @@ impl Explorer for Generated {
                 )
             })
             .collect();
-        format!("{}; {}", people.join("; "), comments.join("; "))
+        let mut text = format!("{}; {}", people.join("; "), comments.join("; "));
+        if let Some(at) = batch.restart_at {
+            text.push_str(&format!("; the dispatcher restarts at {}", clock(at)));
+        }
+        text
     }
 }
 
