@@ -28,6 +28,7 @@ const WORLD_SCHEMA: &str = "
         channel   TEXT NOT NULL,
         recipient TEXT NOT NULL,
         body      TEXT NOT NULL,
+        html      TEXT,
         key       TEXT,
         outcome   TEXT NOT NULL,
         at_ms     INTEGER NOT NULL
@@ -204,6 +205,9 @@ pub struct Delivery {
     pub channel: String,
     pub recipient: String,
     pub body: String,
+    /// An email's HTML body, exactly as the provider got it, when the
+    /// caller sent one besides the text `body`.
+    pub html: Option<String>,
     /// The idempotency key the caller gave, if any.
     pub key: Option<String>,
     pub outcome: Outcome,
@@ -326,6 +330,20 @@ impl Recorder {
         key: Option<&str>,
         refused: Option<Outcome>,
     ) -> Result<Outcome> {
+        self.attempt_with_html(channel, recipient, body, None, key, refused)
+    }
+
+    /// Records one send attempt as [`Recorder::attempt`] does, with the
+    /// HTML body an email carried besides its text.
+    pub fn attempt_with_html(
+        &mut self,
+        channel: &str,
+        recipient: &str,
+        body: &str,
+        html: Option<&str>,
+        key: Option<&str>,
+        refused: Option<Outcome>,
+    ) -> Result<Outcome> {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -349,13 +367,14 @@ impl Recorder {
             (None, false) => Outcome::Delivered,
         };
         tx.execute(
-            "INSERT INTO deliveries (process, channel, recipient, body, key, outcome, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO deliveries (process, channel, recipient, body, html, key, outcome, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 self.process,
                 channel,
                 recipient,
                 body,
+                html,
                 key,
                 outcome.name(),
                 now

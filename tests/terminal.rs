@@ -179,11 +179,11 @@ fn a_learners_case_from_a_signature_error_to_a_warned_pass_then_reset_and_restor
 #[test]
 fn a_planned_chapter_is_named_as_planned() {
     for command in ["read", "run", "check"] {
-        let out = common::notify(&[command, "10"]);
-        assert_eq!(out.status.code(), Some(2), "{command} 10");
+        let out = common::notify(&[command, "11"]);
+        assert_eq!(out.status.code(), Some(2), "{command} 11");
         let err = stderr(&out);
         assert!(
-            err.contains("chapter 10 (render: templates that fail closed) is planned"),
+            err.contains("chapter 11 (learn what happened: webhooks) is planned"),
             "{command}: {err}"
         );
         assert!(!err.contains("there is no case"), "{command}: {err}");

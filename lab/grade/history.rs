@@ -28,7 +28,7 @@ impl History {
         let conn = open(dir)?;
         let deliveries = conn
             .prepare(
-                "SELECT process, channel, recipient, body, key, outcome, at_ms
+                "SELECT process, channel, recipient, body, key, outcome, at_ms, html
                  FROM deliveries ORDER BY id",
             )?
             .query_map([], |row| {
@@ -39,6 +39,7 @@ impl History {
                     channel: row.get(1)?,
                     recipient: row.get(2)?,
                     body: row.get(3)?,
+                    html: row.get(7)?,
                     key: row.get(4)?,
                     outcome,
                     at_ms: row.get(6)?,

@@ -166,7 +166,7 @@ fn describe(e: &Event) -> String {
         Kind::CommitFailed => "COMMIT fails: rollback".to_string(),
         Kind::Crash => "✖ crash: process aborts".to_string(),
         Kind::Send => match e.text.split_once(": ") {
-            Some((_, body)) => format!("✉ {who}: {body}"),
+            Some((_, body)) => format!("✉ {who}: {}", brief(body)),
             None => format!("✉ {}", e.text),
         },
         Kind::Panic => format!("✖ panic: {}", e.text),
@@ -174,6 +174,16 @@ fn describe(e: &Event) -> String {
             "request lost: caller sees a timeout".to_string()
         }
         Kind::Timeout => "answer lost: caller sees a timeout".to_string(),
+    }
+}
+
+/// The start of a long message and its size, so that a push of 4 KB takes
+/// a line or two of a timeline, not a screen.
+fn brief(body: &str) -> String {
+    const SHOWN: usize = 100;
+    match body.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}… ({} bytes)", &body[..at], body.len()),
+        None => body.to_string(),
     }
 }
 

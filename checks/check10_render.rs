@@ -1,0 +1,1359 @@
+//! Check 10: render: templates that fail closed.
+//!
+//! People going to events hear about each new comment by email (a text body
+//! and an HTML body) and by push. What they read comes from other people:
+//! an event's title, a commenter's name, the comment itself, and their own
+//! name if they gave one. The check reads every message the providers were
+//! offered and judges it as its reader would: every field reads as typed
+//! (escaped once in HTML, as typed in text and push), no template
+//! placeholder reaches anyone, no push over the 4096-byte payload limit is
+//! offered and a longer one arrives cut on a character boundary, and a
+//! message that cannot be rendered (a field it needs is missing) is
+//! dead-lettered at once with its reason.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::clock::{MINUTE, SECOND};
+use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::history::History;
+use lab::provider::PUSH_PAYLOAD_LIMIT;
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::serve::{Job, Schedule};
+use lab::world::{Delivery, Outcome};
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 10,
+    title: "render: templates that fail closed",
+    case_file: "cases/case10_render.rs",
+    text_file: "chapters/10-render-templates-that-fail-closed.md",
+    bin: "case10",
+    shipped_hash: 0x8bdf_cc55_748e_441c,
+    run,
+    check,
+};
+
+const ESCAPED: &str =
+    "every field reads as typed: escaped once in an HTML body, never in a text body or a push";
+const PLACEHOLDERS: &str =
+    "no placeholder reaches anyone: no {name}, no {{, no \"undefined\", no empty greeting";
+const FITS: &str =
+    "every push arrives within 4096 bytes: none larger is offered, a longer text is cut on a character boundary";
+const FAILS_CLOSED: &str =
+    "a message that cannot be rendered is dead-lettered at once: tried once, FAILED, the reason names the render";
+
+/// How often the dispatcher wakes up.
+const WAKE_UP: i64 = MINUTE;
+/// The gaps between attempts (chapter 5).
+const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
+const CHANNELS: [&str; 2] = ["email", "push"];
+/// How far below the limit a cut push may end: room for an ellipsis and
+/// one character that did not fit.
+const CUT_SLACK: usize = 16;
+
+/// How a provider treats one person's messages on one channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+enum Script {
+    Healthy,
+    /// The first n attempts fail with a 503, then it works.
+    Flaky(u32),
+    /// Every attempt is refused for good (a device no longer registered).
+    Rejected,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Person {
+    id: String,
+    /// The name they gave, if they gave one.
+    name: Option<String>,
+    email: Script,
+    push: Script,
+}
+
+impl Person {
+    fn recipient(&self, channel: &str) -> String {
+        match channel {
+            "push" => format!("{}-phone", self.id),
+            _ => format!("{}@example.com", self.id),
+        }
+    }
+
+    fn script(&self, channel: &str) -> Script {
+        match channel {
+            "push" => self.push,
+            _ => self.email,
+        }
+    }
+}
+
+/// A comment on an event, for one person going to it.
+#[derive(Clone, Debug, Serialize)]
+struct Comment {
+    /// Its number in the scenario: its title ends with `(#3)`.
+    number: usize,
+    person: String,
+    title: String,
+    author: Option<String>,
+    text: String,
+    at: i64,
+}
+
+impl Comment {
+    /// What ties a message to its comment, whatever escaping did to the
+    /// rest of the title.
+    fn marker(&self) -> String {
+        format!("(#{})", self.number)
+    }
+
+    /// The publish step's subject, contained in each of its fates' names.
+    fn subject(&self) -> String {
+        format!("#{} {}", self.number, self.person)
+    }
+
+    /// The push's whole text, as the template words it.
+    fn push_text(&self) -> Option<String> {
+        let author = self.author.as_ref()?;
+        Some(format!("{author} on {}: {}", self.title, self.text))
+    }
+}
+
+/// A few people, and comments on their events.
+#[derive(Clone, Debug, Serialize)]
+struct Batch {
+    /// `None` for the chapter's own batches.
+    seed: Option<u64>,
+    /// What `run` and a failure call it.
+    about: &'static str,
+    people: Vec<Person>,
+    comments: Vec<Comment>,
+    /// A deploy: the first process stops here and a new one carries on.
+    restart_at: Option<i64>,
+}
+
+fn person(id: &str, name: Option<&str>) -> Person {
+    Person {
+        id: id.to_string(),
+        name: name.map(str::to_string),
+        email: Script::Healthy,
+        push: Script::Healthy,
+    }
+}
+
+fn comment(number: usize, person: &str, title: &str, author: Option<&str>, text: &str) -> Comment {
+    Comment {
+        number,
+        person: person.to_string(),
+        title: format!("{title} (#{number})"),
+        author: author.map(str::to_string),
+        text: text.to_string(),
+        at: 0,
+    }
+}
+
+/// The chapter's long comment: Japanese and emoji, every character 3 or 4
+/// bytes, so a cut at a byte count falls inside one. In its push, an emoji
+/// takes bytes 4090 to 4093: a cut at 4093 leaves three of its four.
+fn long_comment() -> String {
+    let mut text = String::from("写真、ありがとう！！");
+    while text.len() < 4300 {
+        text.push_str("楽しかったね🎉また行こう🗻");
+    }
+    text
+}
+
+/// A text whose push (`prefix` then the text) is exactly `total` bytes, in
+/// characters of `width` bytes after a little ASCII to line them up.
+fn sized_text(prefix: usize, total: usize, width: usize) -> String {
+    let unit = ["a", "é", "日", "😀"][width - 1];
+    let room = total.saturating_sub(prefix);
+    let mut text = " ".repeat(room % width);
+    text.push_str(&unit.repeat(room / width));
+    text
+}
+
+impl Batch {
+    /// The chapter's three comments: markup in a title, a person with no
+    /// name, and a long comment in Japanese and emoji.
+    fn chapter() -> Batch {
+        Batch {
+            seed: None,
+            about: "three comments",
+            people: vec![
+                person("ada", Some("Ada")),
+                person("cleo", None),
+                person("finn", Some("Finn")),
+            ],
+            comments: vec![
+                comment(
+                    1,
+                    "ada",
+                    "Picnic <img src=x onerror=alert(1)>",
+                    Some("Ben"),
+                    "I'll bring the lemonade.",
+                ),
+                comment(
+                    2,
+                    "cleo",
+                    "Book club",
+                    Some("Dev"),
+                    "Chapter 3 for Thursday?",
+                ),
+                comment(3, "finn", "Tokyo trip", Some("Gia"), &long_comment()),
+            ],
+            restart_at: None,
+        }
+    }
+
+    /// Pushes at the limit's edges, in 2-, 3- and 4-byte characters, and
+    /// fields that an escaper must get exactly right.
+    fn edges() -> Batch {
+        let mut comments = vec![
+            comment(
+                1,
+                "hugo",
+                "Fish &amp; chips <b>night</b>",
+                Some("Ann & \"Bo\""),
+                "Bring <i>vinegar</i> & salt",
+            ),
+            comment(2, "ivy", "Quiz", None, "Who is coming?"),
+        ];
+        for (i, (total, width)) in [(4096, 2), (4097, 3), (4098, 4), (4099, 4)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut c = comment(3 + i, "ivy", "Long read", Some("Kai"), "");
+            let prefix = c.push_text().map_or(0, |t| t.len());
+            c.text = sized_text(prefix, total, width);
+            c.at = (i as i64 + 1) * MINUTE;
+            comments.push(c);
+        }
+        Batch {
+            seed: None,
+            about: "pushes at the limit, fields full of markup",
+            people: vec![person("hugo", Some("<b>Hugo</b>")), person("ivy", None)],
+            comments,
+            restart_at: None,
+        }
+    }
+
+    /// A batch drawn from `seed` over the chapter's whole world.
+    fn generated(seed: u64) -> Batch {
+        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 10);
+        let mut ids = IDS.to_vec();
+        rng.shuffle(&mut ids);
+        let count = rng.between(1, 3) as usize;
+        let mut people: Vec<Person> = ids[..count]
+            .iter()
+            .map(|id| {
+                let name = match rng.between(0, 3) {
+                    0 => None,
+                    _ => Some(*rng.pick(&NAMES)),
+                };
+                let email = match rng.between(0, 5) {
+                    0 => Script::Flaky(rng.between(1, 2) as u32),
+                    _ => Script::Healthy,
+                };
+                let push = match rng.between(0, 7) {
+                    0 => Script::Flaky(rng.between(1, 2) as u32),
+                    1 => Script::Rejected,
+                    _ => Script::Healthy,
+                };
+                Person {
+                    id: id.to_string(),
+                    name: name.map(str::to_string),
+                    email,
+                    push,
+                }
+            })
+            .collect();
+        let count = rng.between(1, 4) as usize;
+        let mut comments: Vec<Comment> = (1..=count)
+            .map(|number| {
+                let who = rng.pick(&people).id.clone();
+                let author = match rng.between(0, 5) {
+                    0 => None,
+                    _ => Some(*rng.pick(&AUTHORS)),
+                };
+                let title = *rng.pick(&TITLES);
+                let mut c = comment(number, &who, title, author, "");
+                c.at = rng.between(0, 20) as i64 * MINUTE;
+                c.text = match rng.between(0, 2) {
+                    0 => {
+                        let width = rng.between(1, 4) as usize;
+                        let total = *rng.pick(&[4000, 4095, 4096, 4097, 4098, 4099, 5000]);
+                        let prefix = c.push_text().map_or(0, |t| t.len());
+                        sized_text(prefix, total, width)
+                    }
+                    _ => rng.pick(&TEXTS).to_string(),
+                };
+                c
+            })
+            .collect();
+        // Every other seed, one more person, whose email fails three times
+        // (the third retry waits 5 min) and whose phone is refused for good,
+        // gets a comment at the time of another one. A deploy comes a few
+        // seconds after the email's first failed attempt, or, on the next
+        // such seed, after its second: the new process wakes at once, while
+        // the retry must still wait its backoff (5 s, then 30 s).
+        let mut restart_at = None;
+        if seed % 2 == 1 {
+            let mut extra = person(ids[people.len()], Some(*rng.pick(&NAMES)));
+            extra.email = Script::Flaky(3);
+            extra.push = Script::Rejected;
+            let at = rng.pick(&comments).at;
+            let (title, author, text) =
+                (*rng.pick(&TITLES), *rng.pick(&AUTHORS), *rng.pick(&TEXTS));
+            let mut c = comment(comments.len() + 1, &extra.id, title, Some(author), text);
+            c.at = at;
+            comments.push(c);
+            people.push(extra);
+            let failures = (seed / 2 % 2) as i64;
+            restart_at = Some(at + failures * WAKE_UP + rng.between(2, 4) as i64 * SECOND);
+        }
+        Batch {
+            seed: Some(seed),
+            about: "random comments",
+            people,
+            comments,
+            restart_at,
+        }
+    }
+
+    fn name(&self) -> String {
+        let batch = match self.seed {
+            None => self.about.to_string(),
+            Some(seed) => format!("{} (seed {seed})", self.about),
+        };
+        match self.restart_at {
+            Some(at) => format!("{batch}, the dispatcher restarted at {}", clock(at)),
+            None => batch,
+        }
+    }
+
+    fn person(&self, id: &str) -> &Person {
+        self.people
+            .iter()
+            .find(|p| p.id == id)
+            .expect("a comment names a person of its batch")
+    }
+
+    /// Whether `channel`'s template has every field it prints for `c`: the
+    /// email greets its reader by name and names the author; the push names
+    /// the author.
+    fn renderable(&self, c: &Comment, channel: &str) -> bool {
+        c.author.is_some() && (channel == "push" || self.person(&c.person).name.is_some())
+    }
+
+    /// The fields `channel`'s message of `c` shows, as typed.
+    fn fields(&self, c: &Comment, channel: &str) -> Vec<(&'static str, String)> {
+        let mut fields = vec![("title", c.title.clone()), ("text", c.text.clone())];
+        if let Some(author) = &c.author {
+            fields.push(("author", author.clone()));
+        }
+        if channel == "email" {
+            if let Some(name) = &self.person(&c.person).name {
+                fields.push(("name", name.clone()));
+            }
+        }
+        fields
+    }
+
+    /// When the scenario ends: twelve minutes after the last comment, room
+    /// for every retry of chapter 5.
+    fn end(&self) -> i64 {
+        self.comments.iter().map(|c| c.at).max().unwrap_or(0) + 12 * MINUTE
+    }
+
+    fn provider(&self, channel: &str) -> ProviderScript {
+        ProviderScript {
+            flaky: self
+                .people
+                .iter()
+                .filter_map(|p| match p.script(channel) {
+                    Script::Flaky(n) => Some((p.recipient(channel), n)),
+                    Script::Healthy | Script::Rejected => None,
+                })
+                .collect(),
+            rejected: self
+                .people
+                .iter()
+                .filter(|p| p.script(channel) == Script::Rejected)
+                .map(|p| p.recipient(channel))
+                .collect(),
+            ..ProviderScript::default()
+        }
+    }
+
+    /// The steps that cover simulated time `[from, to)`.
+    fn steps(&self, from: i64, to: i64) -> Vec<Step> {
+        let mut comments: Vec<&Comment> = self
+            .comments
+            .iter()
+            .filter(|c| (from..to).contains(&c.at))
+            .collect();
+        comments.sort_by_key(|c| c.at);
+        let mut steps = Vec::new();
+        let mut now = from;
+        for c in comments {
+            if c.at > now {
+                steps.push(schedule(c.at));
+                now = c.at;
+            }
+            let input = serde_json::json!({
+                "person": c.person,
+                "title": c.title,
+                "author": c.author,
+                "text": c.text,
+            });
+            steps.push(Step::with("publish", input, &c.subject()));
+        }
+        steps.push(schedule(to));
+        steps
+    }
+
+    fn plans(&self, dir: &Path) -> Vec<Plan> {
+        let fixture = self
+            .people
+            .iter()
+            .map(|p| {
+                let name = match &p.name {
+                    Some(name) => format!("'{}'", name.replace('\'', "''")),
+                    None => "NULL".to_string(),
+                };
+                format!(
+                    "INSERT INTO people (id, name, email, device) VALUES ('{}', {name}, '{}', '{}')",
+                    p.id,
+                    p.recipient("email"),
+                    p.recipient("push"),
+                )
+            })
+            .collect();
+        let end = self.end();
+        let cut = self.restart_at.filter(|&at| at < end).unwrap_or(end);
+        let plan = |process: u32, steps: Vec<Step>| Plan {
+            dir: dir.to_path_buf(),
+            process,
+            steps,
+            provider: self.provider("email"),
+            push: self.provider("push"),
+            seed: self.seed.unwrap_or(0),
+            ..Plan::default()
+        };
+        let mut first = plan(1, self.steps(0, cut));
+        first.fixture = fixture;
+        let mut plans = vec![first];
+        if cut < end {
+            plans.push(plan(2, self.steps(cut, end)));
+        }
+        plans
+    }
+}
+
+const IDS: [&str; 8] = ["ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo"];
+/// Names people give: markup, quotes, ampersands, accents, CJK.
+const NAMES: [&str; 7] = [
+    "Ada",
+    "Zoë",
+    "O'Brien",
+    "<b>Kai</b>",
+    "Ann & Bob",
+    "李雷",
+    "\"Jo\"",
+];
+const AUTHORS: [&str; 5] = ["Ben", "Mia & Leo", "<i>Sam</i>", "Renée", "D'Arcy"];
+const TITLES: [&str; 7] = [
+    "Board games",
+    "Picnic <img src=x onerror=alert(1)>",
+    "Tom & Jerry's \"movie night\"",
+    "<script>alert('hi')</script> Quiz",
+    "Fish &amp; chips",
+    "Café <b>crawl</b>",
+    "5 < 6 > 4",
+];
+const TEXTS: [&str; 4] = [
+    "See you there!",
+    "Can we move it to 7 pm?",
+    "I'll bring <b>cake</b> & tea",
+    "ça marche 👍",
+];
+
+/// The dispatcher's schedule until `until`.
+fn schedule(until: i64) -> Step {
+    Schedule {
+        until_ms: until,
+        jobs: vec![Job {
+            op: "dispatch".to_string(),
+            every_ms: WAKE_UP,
+        }],
+    }
+    .step()
+}
+
+/// Simulated time as a clock reads it: `0:05:00`.
+fn clock(ms: i64) -> String {
+    let s = ms / SECOND;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// One outbox row as the service left it.
+#[derive(Clone, Debug)]
+struct OutboxRow {
+    channel: String,
+    recipient: String,
+    title: String,
+    status: String,
+    attempts: i64,
+    error: String,
+}
+
+/// The outbox as it was left, each row with its notification's title.
+fn read_outbox(dir: &Path) -> Result<Vec<OutboxRow>> {
+    let path = dir.join(APP_DB);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = rusqlite::Connection::open(&path)
+        .with_context(|| format!("could not open the service's database {}", path.display()))?;
+    let sql = "SELECT outbox.channel, outbox.recipient, notifications.title, outbox.status,
+                      outbox.attempts, coalesce(outbox.last_error, '')
+                 FROM outbox JOIN notifications ON notifications.id = outbox.notification
+                ORDER BY outbox.id";
+    let rows = conn
+        .prepare(sql)
+        .context("the service's database does not answer for the outbox and its notifications")?
+        .query_map([], |r| {
+            Ok(OutboxRow {
+                channel: r.get(0)?,
+                recipient: r.get(1)?,
+                title: r.get(2)?,
+                status: r.get(3)?,
+                attempts: r.get(4)?,
+                error: r.get(5)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .context("could not read the outbox")?;
+    Ok(rows)
+}
+
+/// What one scenario left behind.
+struct Played {
+    batch: Batch,
+    exits: Vec<Exit>,
+    history: History,
+    rows: Vec<OutboxRow>,
+    unreadable: Option<String>,
+}
+
+impl Played {
+    fn trouble(&self) -> Option<String> {
+        if let Some((i, exit)) = self
+            .exits
+            .iter()
+            .enumerate()
+            .find(|(_, e)| **e != Exit::Finished)
+        {
+            let which = if i == 0 {
+                "the service"
+            } else {
+                "the restarted service"
+            };
+            return Some(format!("{which} {}", exit.describe()));
+        }
+        self.unreadable.clone()
+    }
+
+    /// Every message `c` offered on `channel`, whatever the provider did.
+    fn offered(&self, c: &Comment, channel: &str) -> Vec<&Delivery> {
+        offered(&self.batch, &self.history, c, channel)
+    }
+
+    fn delivered(&self, c: &Comment, channel: &str) -> Vec<&Delivery> {
+        self.offered(c, channel)
+            .into_iter()
+            .filter(|d| d.outcome == Outcome::Delivered)
+            .collect()
+    }
+
+    fn row(&self, c: &Comment, channel: &str) -> Option<&OutboxRow> {
+        row(&self.batch, &self.rows, c, channel)
+    }
+}
+
+fn offered<'h>(
+    batch: &Batch,
+    history: &'h History,
+    c: &Comment,
+    channel: &str,
+) -> Vec<&'h Delivery> {
+    let recipient = batch.person(&c.person).recipient(channel);
+    let marker = c.marker();
+    history
+        .deliveries
+        .iter()
+        .filter(|d| {
+            d.channel == channel
+                && d.recipient == recipient
+                && (d.body.contains(&marker)
+                    || d.html.as_ref().is_some_and(|h| h.contains(&marker)))
+        })
+        .collect()
+}
+
+fn row<'r>(
+    batch: &Batch,
+    rows: &'r [OutboxRow],
+    c: &Comment,
+    channel: &str,
+) -> Option<&'r OutboxRow> {
+    let recipient = batch.person(&c.person).recipient(channel);
+    rows.iter()
+        .find(|r| r.channel == channel && r.recipient == recipient && r.title == c.title)
+}
+
+fn play(case: &Case, batch: &Batch) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let mut exits = Vec::new();
+    for plan in batch.plans(dir.path()) {
+        let exit = case.start(&plan)?;
+        let stop = exit != Exit::Finished;
+        exits.push(exit);
+        if stop {
+            break;
+        }
+    }
+    let history = History::read(dir.path())?;
+    let (rows, unreadable) = match read_outbox(dir.path()) {
+        Ok(rows) => (rows, None),
+        Err(err) => (
+            Vec::new(),
+            Some(format!("the outbox could not be read: {err:#}")),
+        ),
+    };
+    Ok(Played {
+        batch: batch.clone(),
+        exits,
+        history,
+        rows,
+        unreadable,
+    })
+}
+
+/// Decodes HTML's character references (`&lt;`, `&#39;`, `&#x2f;`...): the
+/// text a browser shows for `html`, tags aside.
+fn decode(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let reference = rest
+            .find(';')
+            .filter(|&end| end <= 10)
+            .and_then(|end| Some((entity(&rest[1..end])?, end)));
+        match reference {
+            Some((c, end)) => {
+                out.push(c);
+                rest = &rest[end + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn entity(name: &str) -> Option<char> {
+    match name {
+        "lt" => Some('<'),
+        "gt" => Some('>'),
+        "amp" => Some('&'),
+        "quot" => Some('"'),
+        "apos" => Some('\''),
+        _ => {
+            let number = name.strip_prefix('#')?;
+            let code = match number.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => number.parse().ok()?,
+            };
+            char::from_u32(code)
+        }
+    }
+}
+
+/// Whether `field` would be markup if it were not escaped.
+fn markup(field: &str) -> bool {
+    field.contains('<') || field.contains('&')
+}
+
+/// At most `n` characters of `text`, on one line.
+fn excerpt(text: &str, n: usize) -> String {
+    let line = text.replace('\n', " ");
+    match line.char_indices().nth(n) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
+}
+
+/// How a field of an email's HTML body reads, if not as typed.
+fn html_trouble(html: &str, field: &str) -> Option<&'static str> {
+    if markup(field) && html.contains(field) {
+        return Some("unescaped");
+    }
+    let once = decode(html);
+    if once.contains(field) {
+        return None;
+    }
+    if decode(&once).contains(field) {
+        return Some("escaped twice");
+    }
+    Some("missing")
+}
+
+/// How a field of a text body or a push reads, if not as typed.
+fn text_trouble(text: &str, field: &str) -> Option<&'static str> {
+    if text.contains(field) {
+        None
+    } else if decode(text).contains(field) {
+        Some("escaped")
+    } else {
+        Some("missing")
+    }
+}
+
+/// Fields that do not read as typed in what reached people.
+fn escaped(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for c in &batch.comments {
+        let label = format!("#{} {}", c.number, c.person);
+        for d in played.delivered(c, "email") {
+            for (what, field) in batch.fields(c, "email") {
+                if let Some(how) = d
+                    .html
+                    .as_deref()
+                    .and_then(|html| html_trouble(html, &field))
+                {
+                    let shown = html_line(d.html.as_deref().unwrap_or(""), &field, &c.marker());
+                    lines.push(format!(
+                        "{label}: the {what} {} is {how} in the HTML body: {}",
+                        quoted(&field),
+                        excerpt(&shown, 90)
+                    ));
+                }
+                if let Some(how) = text_trouble(&d.body, &field) {
+                    lines.push(format!(
+                        "{label}: the {what} {} is {how} in the text body",
+                        quoted(&field)
+                    ));
+                }
+            }
+        }
+        // A push shows the title near its start, where no cut reaches.
+        for d in played.delivered(c, "push") {
+            if let Some("escaped") = text_trouble(&d.body, &c.title) {
+                lines.push(format!(
+                    "{label}: the title {} is escaped in the push: {}",
+                    quoted(&c.title),
+                    excerpt(&d.body, 70)
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// The line of `html` that shows `field`, or else the one with `marker`.
+fn html_line(html: &str, field: &str, marker: &str) -> String {
+    let lines: Vec<&str> = html.lines().collect();
+    lines
+        .iter()
+        .find(|l| l.contains(field))
+        .or_else(|| lines.iter().find(|l| decode(l).contains(field)))
+        .or_else(|| lines.iter().find(|l| l.contains(marker)))
+        .or(lines.first())
+        .map(|l| l.to_string())
+        .unwrap_or_default()
+}
+
+fn quoted(field: &str) -> String {
+    format!("`{}`", excerpt(field, 40))
+}
+
+/// Text a template leaves when a field is missing or was never filled in.
+fn placeholder(text: &str) -> Option<&'static str> {
+    const SIGNS: [&str; 9] = [
+        "{",
+        "}",
+        "undefined",
+        "Hello ,",
+        "Hello none",
+        "Hello None",
+        "Hello null",
+        "<p> commented on",
+        "\n commented on",
+    ];
+    SIGNS
+        .into_iter()
+        .find(|sign| text.contains(sign))
+        .or_else(|| text.starts_with(" on ").then_some(" on "))
+        .or_else(|| text.starts_with("None on ").then_some("None on"))
+}
+
+/// Messages that reached someone with a placeholder in them.
+fn placeholders(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for c in &batch.comments {
+        for channel in CHANNELS {
+            for d in played.delivered(c, channel) {
+                let bodies = [Some(d.body.as_str()), d.html.as_deref()];
+                if let Some((body, sign)) = bodies
+                    .into_iter()
+                    .flatten()
+                    .find_map(|b| Some((b, placeholder(b)?)))
+                {
+                    let line = body
+                        .lines()
+                        .find(|l| l.contains(sign.trim()))
+                        .unwrap_or(body);
+                    lines.push(format!(
+                        "#{} {} ({channel}): {}",
+                        c.number,
+                        c.person,
+                        excerpt(line, 70)
+                    ));
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// Pushes offered over the limit, broken, not a prefix of their text, cut
+/// short, or never delivered.
+fn fits(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for c in &batch.comments {
+        let label = format!("#{} {}", c.number, c.person);
+        for d in played.offered(c, "push") {
+            if d.body.len() > PUSH_PAYLOAD_LIMIT {
+                lines.push(format!(
+                    "{label}: a push of {} bytes offered at {}; the provider answered 413",
+                    d.body.len(),
+                    clock(d.at_ms)
+                ));
+            }
+        }
+        let Some(full) = c.push_text() else {
+            continue;
+        };
+        let delivered = played.delivered(c, "push");
+        for d in &delivered {
+            let body = &d.body;
+            if body.contains('\u{FFFD}') {
+                let at = body.find('\u{FFFD}').unwrap_or(0);
+                lines.push(format!(
+                    "{label}: the push arrived with a broken character (U+FFFD) at byte {at} of {}",
+                    body.len()
+                ));
+                continue;
+            }
+            let kept = body
+                .strip_suffix('…')
+                .or_else(|| body.strip_suffix("..."))
+                .unwrap_or(body);
+            if full.len() <= PUSH_PAYLOAD_LIMIT && *body != full {
+                lines.push(format!(
+                    "{label}: a push of {} bytes fits, yet arrived as {} bytes: {}",
+                    full.len(),
+                    body.len(),
+                    excerpt(body, 50)
+                ));
+            } else if !full.starts_with(kept) {
+                lines.push(format!(
+                    "{label}: the push that arrived is not its text cut short: {}",
+                    excerpt(body, 50)
+                ));
+            } else if body.len() <= PUSH_PAYLOAD_LIMIT
+                && kept.len() + CUT_SLACK < PUSH_PAYLOAD_LIMIT
+                && kept.len() < full.len()
+            {
+                lines.push(format!(
+                    "{label}: a push of {} bytes arrived cut to {} bytes, not as much as fits",
+                    full.len(),
+                    body.len()
+                ));
+            }
+        }
+        // A phone refused for good cannot be reached, whatever the size.
+        let refused = batch.person(&c.person).push == Script::Rejected;
+        if delivered.is_empty() && !refused {
+            lines.push(format!(
+                "{label}: the push of {} bytes never arrived",
+                full.len()
+            ));
+        }
+    }
+    lines
+}
+
+/// Messages that could not be rendered and were sent, offered, retried, or
+/// left without a reason; and messages failed as unrenderable that were not.
+fn fails_closed(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for c in &batch.comments {
+        for channel in CHANNELS {
+            let label = format!("#{} {} ({channel})", c.number, c.person);
+            let row = played.row(c, channel);
+            let renderable = batch.renderable(c, channel);
+            let render_error = row.is_some_and(|r| r.error.to_lowercase().contains("render"));
+            if renderable {
+                if render_error && row.is_some_and(|r| r.status == "FAILED") {
+                    lines.push(format!(
+                        "{label}: has every field, yet FAILED: {}",
+                        excerpt(&row.map(|r| r.error.clone()).unwrap_or_default(), 60)
+                    ));
+                }
+                continue;
+            }
+            let missing = if c.author.is_none() { "author" } else { "name" };
+            let offered = played.offered(c, channel);
+            if let Some(d) = offered.first() {
+                let what = if d.outcome == Outcome::Delivered {
+                    "sent anyway"
+                } else {
+                    "offered to the provider anyway"
+                };
+                lines.push(format!(
+                    "{label}: no {missing}, {what}: {}",
+                    excerpt(d.body.lines().next().unwrap_or(""), 50)
+                ));
+                continue;
+            }
+            match row {
+                None => lines.push(format!("{label}: no {missing}, and no row left to say why")),
+                Some(r) if r.status != "FAILED" => lines.push(format!(
+                    "{label}: no {missing}, left {} after {} tries",
+                    r.status, r.attempts
+                )),
+                Some(r) if !render_error => lines.push(format!(
+                    "{label}: no {missing}, FAILED with a reason that does not name the render: {:?}",
+                    excerpt(&r.error, 60)
+                )),
+                Some(r) if r.attempts > 1 => lines.push(format!(
+                    "{label}: no {missing}, rendered {} times before it FAILED: {}",
+                    r.attempts,
+                    excerpt(&r.error, 60)
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    lines
+}
+
+/// `notify run 10`: the chapter's comments, told as a story.
+fn run(case: &Case) -> Result<String> {
+    let batch = Batch::chapter();
+    let played = play(case, &batch)?;
+    let long = &batch.comments[2];
+    let mut out = format!(
+        "three comments, one each for ada, cleo and finn: the dispatcher wakes every minute\n\
+         #1 is on an event titled `{}`;\n\
+         cleo never gave her name; #3's comment is {} bytes of Japanese and emoji\n\n",
+        batch.comments[0].title,
+        long.text.len()
+    );
+    out.push_str(&format!(
+        "  {:<3}{:<6}{:<9}{:<8}{}\n",
+        "#", "who", "channel", "row", "what reached them"
+    ));
+    let (mut raw, mut holes, mut large) = (0, 0, 0);
+    for c in &batch.comments {
+        for channel in CHANNELS {
+            let status = played.row(c, channel).map_or("-", |r| r.status.as_str());
+            let delivered = played.delivered(c, channel);
+            let mut said = String::from("-");
+            let mut note = String::new();
+            if let Some(d) = delivered.first() {
+                let html = d.html.as_deref().unwrap_or("");
+                said = match channel {
+                    "push" if d.body.len() > 100 => {
+                        format!("{} ({} bytes)", excerpt(&d.body, 40), d.body.len())
+                    }
+                    "push" => d.body.clone(),
+                    _ => excerpt(&html_line(html, &c.marker(), &c.marker()), 80),
+                };
+                if let Some((what, field)) = batch
+                    .fields(c, channel)
+                    .into_iter()
+                    .find(|(_, f)| channel == "email" && html_trouble(html, f) == Some("unescaped"))
+                {
+                    raw += 1;
+                    said = excerpt(&html_line(html, &field, &c.marker()), 80);
+                    note = format!("  the {what}'s markup, unescaped");
+                } else if d.body.contains('\u{FFFD}') {
+                    note = "  a broken character (U+FFFD)".to_string();
+                } else if let Some(sign) = placeholder(&d.body) {
+                    holes += 1;
+                    said = excerpt(d.body.lines().find(|l| l.contains(sign)).unwrap_or(""), 70);
+                    note = "  a placeholder".to_string();
+                }
+            } else if let Some(d) = played
+                .offered(c, channel)
+                .into_iter()
+                .find(|d| d.body.len() > PUSH_PAYLOAD_LIMIT)
+            {
+                large += 1;
+                said = format!(
+                    "refused: 413 PayloadTooLarge ({} bytes offered)",
+                    d.body.len()
+                );
+            } else if let Some(r) = played.row(c, channel) {
+                said = excerpt(&r.error, 70);
+            }
+            out.push_str(&format!(
+                "  {:<3}{:<6}{:<9}{:<8}{said}{note}\n",
+                c.number, c.person, channel, status
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\nHTML bodies with unescaped markup in them: {raw}\n\
+         messages with a placeholder in them: {holes}\n\
+         pushes the provider refused as too large: {large}\n"
+    ));
+    if let Some(trouble) = played.trouble() {
+        out.push_str(&format!("\n{trouble}\n"));
+    }
+    Ok(out)
+}
+
+/// The first failure of a property, in the order the scenarios were played.
+struct Finding {
+    evidence: String,
+    scenario: String,
+    details: Vec<String>,
+    seed: Option<u64>,
+}
+
+/// The first scenario whose `judge` finds something, with how many things
+/// it found over all of them.
+fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) -> Option<Finding> {
+    let mut total = 0;
+    let mut found = None;
+    for p in played {
+        if let Some(trouble) = p.trouble() {
+            return Some(Finding {
+                evidence: "the case did not finish".to_string(),
+                scenario: format!("{}: {trouble}", p.batch.name()),
+                details: Vec::new(),
+                seed: p.batch.seed,
+            });
+        }
+        let lines = judge(p);
+        total += lines.len();
+        if found.is_none() && !lines.is_empty() {
+            found = Some((p, lines));
+        }
+    }
+    found.map(|(p, lines)| Finding {
+        evidence: format!("{total} {what}"),
+        scenario: format!("{}:", p.batch.name()),
+        details: lines.into_iter().take(6).collect(),
+        seed: p.batch.seed,
+    })
+}
+
+fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
+    let Some(f) = finding else {
+        return Verdict::pass(property, pass_evidence);
+    };
+    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
+    verdict.seed = f.seed;
+    verdict
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    let mut batches = vec![Batch::chapter(), Batch::edges()];
+    batches.extend(
+        options
+            .seeds
+            .iter()
+            .map(|&s| Batch::generated(s.wrapping_add(1000))),
+    );
+    let played: Vec<Played> = in_parallel(&batches, |b| play(case, b))
+        .into_iter()
+        .collect::<Result<_>>()?;
+    let processes: usize = played.iter().map(|p| p.exits.len()).sum();
+
+    let count = |channel: &str| -> usize {
+        played
+            .iter()
+            .map(|p| p.history.delivered(channel).count())
+            .sum()
+    };
+    let (emails, pushes) = (count("email"), count("push"));
+    let longest = played
+        .iter()
+        .flat_map(|p| p.history.delivered("push"))
+        .map(|d| d.body.len())
+        .max()
+        .unwrap_or(0);
+    let unrenderable: usize = played
+        .iter()
+        .map(|p| {
+            p.batch
+                .comments
+                .iter()
+                .flat_map(|c| CHANNELS.map(|ch| p.batch.renderable(c, ch)))
+                .filter(|r| !r)
+                .count()
+        })
+        .sum();
+    let mut verdicts = vec![
+        judge(
+            ESCAPED,
+            format!("{emails} emails and {pushes} pushes, every field as typed"),
+            first(&played, escaped, "fields not as typed"),
+        ),
+        judge(
+            PLACEHOLDERS,
+            format!("{} messages, none with a placeholder", emails + pushes),
+            first(&played, placeholders, "messages with a placeholder"),
+        ),
+        judge(
+            FITS,
+            format!("{pushes} pushes, the longest {longest} bytes"),
+            first(&played, fits, "pushes too large, broken or lost"),
+        ),
+        judge(
+            FAILS_CLOSED,
+            format!("{unrenderable} messages missing a field, each FAILED at once"),
+            first(&played, fails_closed, "messages that did not fail closed"),
+        ),
+    ];
+    let explored = explore(
+        &Generated,
+        "10",
+        case,
+        options.reference.as_ref(),
+        options.budget,
+    )?;
+    verdicts.extend(explored.verdicts);
+    Ok(Checked {
+        verdicts,
+        processes: processes + explored.processes,
+    })
+}
+
+/// Chapter 10's world for the explorer: up to three people, some who never
+/// gave a name, some whose name is markup; up to four comments within
+/// twenty minutes, with titles full of markup, quotes and ampersands, an
+/// author who may have left, and a text that is short or makes a push of
+/// 4000 to 5000 bytes (at the limit and just over it) in 1- to 4-byte
+/// characters; providers that fail a message once or twice, and phones
+/// refused for good; every other batch, one more person whose email fails
+/// three times and whose phone is refused for good, with a deploy seconds
+/// after one of the email's failures. Faults go where a dispatcher without chapter 6's sweep
+/// survives them: a crash after a `publish` commit, and a failing one (the
+/// comment is refused).
+struct Generated;
+
+impl Explorer for Generated {
+    type Scenario = Batch;
+
+    fn generate(&self, seed: u64) -> Batch {
+        Batch::generated(seed)
+    }
+
+    fn plans(&self, batch: &Batch, dir: &Path) -> Vec<Plan> {
+        batch.plans(dir)
+    }
+
+    fn startup(&self) -> Vec<Step> {
+        Vec::new()
+    }
+
+    fn faults(&self) -> FaultModel {
+        FaultModel {
+            crash_after_commit: &["publish"],
+            fail_commit: &["publish"],
+            crash_after_send: &[],
+            requests: &["publish"],
+            keep_answers: false,
+        }
+    }
+
+    fn invariants(&self) -> Invariants {
+        Invariants {
+            told_once: true,
+            settled: true,
+            retry_gaps: &RETRY_GAPS,
+        }
+    }
+
+    fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
+        let outbox = read_outbox(run.dir)?;
+        let mut fates = BTreeMap::new();
+        for c in &batch.comments {
+            for channel in CHANNELS {
+                let tried = offered(batch, run.history, c, channel);
+                let told = tried
+                    .iter()
+                    .filter(|d| d.outcome == Outcome::Delivered)
+                    .count() as u32;
+                let state = match row(batch, &outbox, c, channel) {
+                    None => "no row".to_string(),
+                    Some(r) => match r.status.as_str() {
+                        "FAILED" => format!("FAILED ({})", error_class(&r.error)),
+                        status => status.to_string(),
+                    },
+                };
+                let times: Vec<String> = tried
+                    .iter()
+                    .map(|d| {
+                        let said = match d.outcome {
+                            Outcome::Delivered => "sent",
+                            Outcome::Deduplicated => "repeat",
+                            Outcome::Failed => "503",
+                            Outcome::Rejected => "refused",
+                        };
+                        format!("{} {said}", clock(d.at_ms))
+                    })
+                    .collect();
+                let detail = match times.is_empty() {
+                    true => "no attempt".to_string(),
+                    false => times.join(", "),
+                };
+                fates.insert(
+                    format!("{} {channel}", c.subject()),
+                    Fate {
+                        told,
+                        state,
+                        detail,
+                    },
+                );
+            }
+        }
+        let rows = outbox
+            .iter()
+            .map(|r| Row {
+                subject: format!("{} ({}): {}", r.recipient, r.channel, r.title),
+                status: r.status.clone(),
+                error: (!r.error.is_empty()).then(|| r.error.clone()),
+            })
+            .collect();
+        Ok(Observation { fates, rows })
+    }
+
+    fn shrink(&self, batch: &Batch) -> Vec<Batch> {
+        let mut smaller = Vec::new();
+        if batch.restart_at.is_some() {
+            smaller.push(Batch {
+                restart_at: None,
+                ..batch.clone()
+            });
+        }
+        for i in 0..batch.comments.len() {
+            if batch.comments.len() > 1 {
+                let mut comments = batch.comments.clone();
+                comments.remove(i);
+                smaller.push(Batch {
+                    comments,
+                    ..batch.clone()
+                });
+            }
+        }
+        for p in &batch.people {
+            let busy = batch.comments.iter().any(|c| c.person == p.id);
+            if !busy && batch.people.len() > 1 {
+                smaller.push(Batch {
+                    people: batch
+                        .people
+                        .iter()
+                        .filter(|q| q.id != p.id)
+                        .cloned()
+                        .collect(),
+                    ..batch.clone()
+                });
+            }
+        }
+        smaller
+    }
+
+    fn describe(&self, batch: &Batch) -> String {
+        let people: Vec<String> = batch
+            .people
+            .iter()
+            .map(|p| {
+                let mut said = match &p.name {
+                    Some(name) => format!("{} named {}", p.id, quoted(name)),
+                    None => format!("{} with no name", p.id),
+                };
+                for channel in CHANNELS {
+                    match p.script(channel) {
+                        Script::Flaky(n) => said.push_str(&format!(", {channel} fails {n}x")),
+                        Script::Rejected => said.push_str(&format!(", {channel} refused")),
+                        Script::Healthy => {}
+                    }
+                }
+                said
+            })
+            .collect();
+        let comments: Vec<String> = batch
+            .comments
+            .iter()
+            .map(|c| {
+                let author = match &c.author {
+                    Some(a) => format!("by {}", quoted(a)),
+                    None => "by someone who left".to_string(),
+                };
+                let size = c
+                    .push_text()
+                    .map(|t| format!(", a push of {} bytes", t.len()))
+                    .unwrap_or_default();
+                format!(
+                    "#{} for {} at {} on {} {author}{size}",
+                    c.number,
+                    c.person,
+                    clock(c.at),
+                    quoted(&c.title)
+                )
+            })
+            .collect();
+        let mut text = format!("{}; {}", people.join("; "), comments.join("; "));
+        if let Some(at) = batch.restart_at {
+            text.push_str(&format!("; the dispatcher restarts at {}", clock(at)));
+        }
+        text
+    }
+}
+
+/// Why a row failed, in the rules' words: what the reference and a fix
+/// must agree on, not the wording.
+fn error_class(error: &str) -> &'static str {
+    let error = error.to_lowercase();
+    if error.contains("render") {
+        "render"
+    } else if error.contains("413") {
+        "too large"
+    } else if error.contains("rejected") || error.contains("refused") {
+        "refused"
+    } else {
+        "provider"
+    }
+}
