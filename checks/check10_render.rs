@@ -1203,6 +1203,7 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             retry_gaps: &RETRY_GAPS,
+            orphaned_after: 0,
         }
     }
 
