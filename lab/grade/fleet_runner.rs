@@ -303,11 +303,15 @@ fn relay(
             if lives[index].ended_us != 0 {
                 continue;
             }
+            // The moment of death is taken before the signal: a relay
+            // waiting for the killed one's row locks may send that row a
+            // moment after the kill, before this process hears of it.
+            let at = now_us();
             if let Some((_, child)) = running.children.iter_mut().find(|(i, _)| *i == index) {
                 let _ = child.kill();
                 let _ = child.wait();
             }
-            lives[index].ended_us = now_us();
+            lives[index].ended_us = at;
             lives[index].killed = true;
             slot.0 = None;
             restarts.push((now + Duration::from_millis(kill.down_ms), kill.relay));
