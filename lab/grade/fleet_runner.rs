@@ -206,9 +206,13 @@ pub fn play(case: &Case, play: &Play) -> Result<Played> {
         duty,
     };
     let mut processes = 1;
-    duty(case, dir, "setup", &orders(Duty::Setup { rows: play.rows }))?;
-    let relayed = relay(case, dir, play, &orders, &mut processes);
     let to: PathBuf = dir.join("seen.json");
+    if let Err(err) = duty(case, dir, "setup", &orders(Duty::Setup { rows: play.rows })) {
+        // Whatever the setup created goes with the collect step.
+        let _ = duty(case, dir, "collect", &orders(Duty::Collect { to }));
+        return Err(err);
+    }
+    let relayed = relay(case, dir, play, &orders, &mut processes);
     processes += 1;
     let collected = duty(
         case,
