@@ -160,6 +160,7 @@ mod on_postgres {
         ("held-across-sends", "PASS PASS PASS ? FAIL"),
         ("no-sweep", "PASS FAIL PASS ? PASS"),
         ("sweep-ignores-age", "PASS PASS FAIL ? PASS"),
+        ("sweep-too-soon", "PASS PASS FAIL ? PASS"),
         ("fresh-key", "FAIL PASS PASS ? PASS"),
         ("no-key", "FAIL PASS PASS ? PASS"),
         ("sent-at-claim", "PASS FAIL PASS ? PASS"),
