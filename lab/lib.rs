@@ -15,6 +15,7 @@
 //!   the format of a process's captured output ([`output`]), and the seeded
 //!   random numbers ([`rng`]).
 
+pub mod fleet;
 pub mod output;
 pub mod rng;
 pub mod scenario;
@@ -27,9 +28,13 @@ mod case_side {
     pub mod clock;
     pub mod db;
     pub mod domain;
+    #[cfg(feature = "postgres")]
+    pub mod pg;
     pub mod provider;
     pub mod serve;
 }
+#[cfg(feature = "postgres")]
+pub use case_side::pg;
 pub use case_side::{capture, clock, db, domain, provider, serve};
 
 /// What the parent does.
@@ -41,6 +46,7 @@ mod grade_side {
     pub mod compile;
     pub mod experiments;
     pub mod explore;
+    pub mod fleet_runner;
     pub mod history;
     pub mod progress;
     pub mod report;
@@ -49,8 +55,8 @@ mod grade_side {
     pub mod timeline;
 }
 pub use grade_side::{
-    catalogue, chapter, cli, compile, experiments, explore, history, progress, report, runner,
-    status, timeline,
+    catalogue, chapter, cli, compile, experiments, explore, fleet_runner, history, progress,
+    report, runner, status, timeline,
 };
 
 pub use clock::Clock;

@@ -517,6 +517,13 @@ fn prepare_warned(
     which: &Which,
     timeout: Duration,
 ) -> Result<(Prepared, String)> {
+    // A case that runs on PostgreSQL needs a server before anything is built.
+    if crate::compile::required_features(root, chapter.bin)
+        .iter()
+        .any(|f| f == "postgres")
+    {
+        crate::fleet_runner::server_check()?;
+    }
     let mut warnings = String::new();
     let (name, built, source) = match (which.solution, &which.variant) {
         (false, None) => {

@@ -63,7 +63,9 @@ pub fn build(root: &Path, bin: &str) -> Result<(Built, String)> {
         eprint!("\r\x1b[2Kbuilding {bin} with cargo (the first build of the workshop takes a minute or so)...");
     }
     let mut child = Command::new(&cargo)
-        .args(["build", "--quiet", "--bin", bin, format, "--manifest-path"])
+        .args(["build", "--quiet", "--bin", bin, format])
+        .args(features_args(&required_features(root, bin)))
+        .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .current_dir(root)
         .stdin(Stdio::null())
@@ -263,6 +265,46 @@ fn forget(exe: &Path) {
     }
 }
 
+/// The cargo features binary `bin` of the workshop at `root` requires (its
+/// `required-features` in Cargo.toml), e.g. `postgres` for a case that
+/// runs on a PostgreSQL server; none for most.
+pub fn required_features(root: &Path, bin: &str) -> Vec<String> {
+    let Ok(manifest) = std::fs::read_to_string(root.join("Cargo.toml")) else {
+        return Vec::new();
+    };
+    let mut in_bin = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = false;
+        } else if line == format!("name = \"{bin}\"") {
+            in_bin = true;
+        } else if let (true, Some(list)) = (in_bin, line.strip_prefix("required-features")) {
+            return list
+                .trim_start_matches([' ', '=', '['])
+                .trim_end_matches(']')
+                .split(',')
+                .map(|f| f.trim().trim_matches('"').to_string())
+                .filter(|f| !f.is_empty())
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+/// `--features a,b` for cargo, or nothing.
+fn features_args(features: &[String]) -> Vec<String> {
+    if features.is_empty() {
+        Vec::new()
+    } else {
+        vec!["--features".to_string(), features.join(",")]
+    }
+}
+
+/// The case binary a version is named after: `case12` for `case12-solution`.
+fn base_bin(name: &str) -> &str {
+    name.split('-').next().unwrap_or(name)
+}
+
 /// The crates a case may name in `use`, besides the lab.
 const CASE_CRATES: [&str; 6] = [
     "rusqlite",
@@ -285,17 +327,14 @@ struct Library {
     stamp: String,
 }
 
-/// Builds the lab library with cargo and says where its pieces are.
-fn library(root: &Path) -> Result<Library> {
+/// Builds the lab library with cargo, with `features` (whose crates a case
+/// may name too, e.g. `postgres`), and says where its pieces are.
+fn library(root: &Path, features: &[String]) -> Result<Library> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(&cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--lib",
-            "--message-format=json",
-            "--manifest-path",
-        ])
+        .args(["build", "--quiet", "--lib", "--message-format=json"])
+        .args(features_args(features))
+        .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .current_dir(root)
         .stdin(Stdio::null())
@@ -338,7 +377,10 @@ fn library(root: &Path) -> Result<Library> {
                 if name == "lab" {
                     lab = Some(PathBuf::from(rlib));
                 }
-                if name == "lab" || CASE_CRATES.contains(&name) {
+                if name == "lab"
+                    || CASE_CRATES.contains(&name)
+                    || features.iter().any(|f| f == name)
+                {
                     externs.push((name.to_string(), PathBuf::from(rlib)));
                 }
             }
@@ -422,7 +464,7 @@ fn rustc() -> PathBuf {
 /// lab's build, so the same bytes are compiled once and other bytes never
 /// reuse it.
 pub fn build_version(root: &Path, name: &str, source: &str) -> Result<Built> {
-    let library = library(root)?;
+    let library = library(root, &required_features(root, base_bin(name)))?;
     let key = crate::chapter::fingerprint(format!("{}\n{source}", library.stamp).as_bytes());
     let dir = library
         .deps

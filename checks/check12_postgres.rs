@@ -1,0 +1,544 @@
+//! Check 12: many relays, one outbox on PostgreSQL.
+//!
+//! The case runs as real relay processes against a real PostgreSQL server
+//! (`DATABASE_URL`), each play in schemas of its own. Two kinds of play:
+//! - speed: an outbox of 400 rows drained by 1, then 2, then 4 relays, with
+//!   nothing killed. Rows a second come from the provider's own clock;
+//!   only their ratio is judged, never a time.
+//! - kills: 2,000 rows, 4 relays, and a provider that is sometimes slow;
+//!   relays are killed with SIGKILL at moments drawn from the seed, and
+//!   started again a moment later. Each relay also runs the case's sweep.
+//!
+//! The check judges what the world saw: every request the provider got
+//! (recipient, key, relay, time, and what PostgreSQL said the relay's
+//! connection was doing at that moment), the relays' lives and deaths, and
+//! the outbox at the end.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::fleet::{RelayPlan, Request};
+use lab::fleet_runner::{play, Kill, Play, Played};
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::Case;
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 12,
+    title: "many machines: PostgreSQL",
+    case_file: "cases/case12_postgres.rs",
+    text_file: "chapters/12-many-machines.md",
+    bin: "case12",
+    shipped_hash: SHIPPED_HASH,
+    run,
+    check,
+};
+
+/// FNV-1a of cases/case12_postgres.rs as shipped.
+const SHIPPED_HASH: u64 = 0x433c_69dd_4360_2d4d;
+
+const TOLD_ONCE: &str = "nobody is told twice";
+const NOTHING_LOST: &str = "nothing is lost: every row is delivered and ends SENT";
+const ONE_CLAIM: &str = "no row is sent by two live relays";
+const FASTER: &str = "4 relays deliver at least 1.8× as fast as one";
+const SHORT_CLAIM: &str = "no transaction is open during a send";
+
+/// How much faster 4 relays must be than one.
+const SPEED_UP: f64 = 1.8;
+/// The relays the speed plays compare, in order.
+const FLEETS: [u32; 3] = [1, 2, 4];
+/// Rows of a speed play, per relay: one claim's batch each.
+const SPEED_ROWS: u32 = 50;
+/// Rows of a kill play.
+const KILL_ROWS: u32 = 2000;
+/// Relays of a kill play.
+const KILL_RELAYS: u32 = 4;
+/// Kills in a kill play.
+const KILLS: usize = 4;
+/// Real time a send takes in the speed plays, in ms: far more than the
+/// relay's own work on a row, as a real provider's hundreds of ms are.
+const SEND_MS: u64 = 20;
+/// Real time a send takes in the kill plays, in ms.
+const KILL_SEND_MS: u64 = 4;
+/// The sweep's threshold: far longer than any batch takes here (50 sends
+/// of a few ms), as five minutes are far longer than a real batch.
+const STALE_AFTER_MS: u64 = 2500;
+
+/// Every relay's plan but its name.
+fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
+    RelayPlan {
+        me: String::new(),
+        send_ms: if slow { KILL_SEND_MS } else { SEND_MS },
+        slow_one_in: if slow { 25 } else { 0 },
+        slow_ms: 15,
+        seed,
+        sweep_every_ms: 250,
+        stale_after_ms: STALE_AFTER_MS,
+        give_up_ms: STALE_AFTER_MS + 3000,
+        start_at_ms: 0,
+    }
+}
+
+fn speed_play(relays: u32) -> Play {
+    Play {
+        rows: SPEED_ROWS * relays,
+        relays,
+        kills: Vec::new(),
+        relay: relay_plan(u64::from(relays), false),
+        limit: Duration::from_secs(60),
+    }
+}
+
+fn kill_play(seed: u64) -> Play {
+    let mut rng = Rng::new(seed ^ 0x12_12_12);
+    let mut kills: Vec<Kill> = (0..KILLS)
+        .map(|_| Kill {
+            relay: rng.between(1, u64::from(KILL_RELAYS)) as u32,
+            at_ms: rng.between(100, 1200),
+            down_ms: rng.between(50, 300),
+        })
+        .collect();
+    kills.sort_by_key(|k| k.at_ms);
+    Play {
+        rows: KILL_ROWS,
+        relays: KILL_RELAYS,
+        kills,
+        relay: relay_plan(seed, true),
+        limit: Duration::from_secs(90),
+    }
+}
+
+/// "4 relays, 2000 rows; relay-2 killed at 0.31 s, down 0.12 s; ...".
+fn describe(play: &Play) -> String {
+    let mut text = format!(
+        "{} relay{}, {} rows",
+        play.relays,
+        if play.relays == 1 { "" } else { "s" },
+        play.rows
+    );
+    for kill in &play.kills {
+        text.push_str(&format!(
+            "; relay-{} killed at {:.2} s, down {:.2} s",
+            kill.relay,
+            kill.at_ms as f64 / 1000.0,
+            kill.down_ms as f64 / 1000.0
+        ));
+    }
+    if play.relay.slow_one_in > 0 {
+        text.push_str(&format!(
+            "; one send in {} takes {} ms",
+            play.relay.slow_one_in, play.relay.slow_ms
+        ));
+    }
+    text
+}
+
+/// Rows a second: rows delivered over the time from the relays' start to
+/// the provider's last request.
+fn rate(played: &Played) -> f64 {
+    let last = played
+        .seen
+        .requests
+        .iter()
+        .map(|r| r.at_us)
+        .max()
+        .unwrap_or(played.began_us);
+    let delivered = played.seen.requests.iter().filter(|r| r.delivered).count();
+    let seconds = ((last - played.began_us) as f64 / 1e6).max(1e-3);
+    delivered as f64 / seconds
+}
+
+fn idle_in_transaction(request: &Request) -> bool {
+    request.connection.starts_with("idle in transaction")
+}
+
+/// People told more than once: (recipient, deliveries).
+fn told_twice(played: &Played) -> Vec<(String, usize)> {
+    let mut told: HashMap<&str, usize> = HashMap::new();
+    for r in played.seen.requests.iter().filter(|r| r.delivered) {
+        *told.entry(&r.recipient).or_default() += 1;
+    }
+    let mut twice: Vec<(String, usize)> = told
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(who, n)| (who.to_string(), n))
+        .collect();
+    twice.sort();
+    twice
+}
+
+/// Rows not delivered or not SENT at the end, as detail lines.
+fn lost(played: &Played) -> Vec<String> {
+    let delivered: std::collections::HashSet<&str> = played
+        .seen
+        .requests
+        .iter()
+        .filter(|r| r.delivered)
+        .map(|r| r.recipient.as_str())
+        .collect();
+    played
+        .seen
+        .rows
+        .iter()
+        .filter(|row| row.status != "SENT" || !delivered.contains(row.recipient.as_str()))
+        .map(|row| {
+            let told = if delivered.contains(row.recipient.as_str()) {
+                "delivered"
+            } else {
+                "never delivered"
+            };
+            format!("{}: ends {}, {told}", row.recipient, row.status)
+        })
+        .collect()
+}
+
+/// Rows sent by a relay while another relay that had sent it earlier was
+/// still alive: (recipient, first relay, second relay, gap in ms).
+fn double_claims(played: &Played) -> Vec<(String, String, String, f64)> {
+    let mut by_row: HashMap<&str, Vec<&Request>> = HashMap::new();
+    for r in &played.seen.requests {
+        by_row.entry(&r.recipient).or_default().push(r);
+    }
+    let mut found = Vec::new();
+    for (who, requests) in by_row {
+        'row: for (i, a) in requests.iter().enumerate() {
+            for b in &requests[i + 1..] {
+                if a.relay == b.relay {
+                    continue;
+                }
+                let alive = played
+                    .life(&a.relay)
+                    .is_some_and(|life| life.ended_us > b.at_us);
+                if alive {
+                    found.push((
+                        who.to_string(),
+                        a.relay.clone(),
+                        b.relay.clone(),
+                        (b.at_us - a.at_us) as f64 / 1000.0,
+                    ));
+                    break 'row;
+                }
+            }
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// What went wrong with the relays themselves: crashes, give-ups, errors.
+fn troubles(played: &Played) -> Vec<String> {
+    let mut lines = Vec::new();
+    for life in &played.lives {
+        if let Some(trouble) = &life.trouble {
+            lines.push(format!("{} ended badly: {trouble}", life.me));
+        }
+    }
+    for note in &played.seen.notes {
+        if note.what != "done" {
+            lines.push(format!("{} {}: {}", note.relay, note.what, note.text));
+        }
+    }
+    lines.truncate(6);
+    lines
+}
+
+/// The speed plays and the kill plays a check plays.
+struct Plays {
+    speed: Vec<(Play, Played)>,
+    kills: Vec<(u64, Play, Played)>,
+}
+
+impl Plays {
+    fn all(&self) -> impl Iterator<Item = (&Play, &Played, Option<u64>)> {
+        self.speed
+            .iter()
+            .map(|(p, d)| (p, d, None))
+            .chain(self.kills.iter().map(|(s, p, d)| (p, d, Some(*s))))
+    }
+
+    fn processes(&self) -> usize {
+        self.all().map(|(_, d, _)| d.processes).sum()
+    }
+}
+
+fn play_speed(case: &Case) -> Result<Vec<(Play, Played)>> {
+    FLEETS
+        .iter()
+        .map(|&n| {
+            let p = speed_play(n);
+            let d = play(case, &p)?;
+            Ok((p, d))
+        })
+        .collect()
+}
+
+/// The kill plays' seeds: one for the learner's loop, more when asked.
+fn kill_seeds(options: &CheckOptions) -> Vec<u64> {
+    let count = (options.budget.scenarios / 4).clamp(1, 10);
+    (options.budget.first_seed..options.budget.first_seed + count).collect()
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    let speed = play_speed(case)?;
+    let mut kills = Vec::new();
+    for seed in kill_seeds(options) {
+        let p = kill_play(seed);
+        let d = play(case, &p)?;
+        kills.push((seed, p, d));
+    }
+    let plays = Plays { speed, kills };
+    let verdicts = vec![
+        judge_told_once(&plays),
+        judge_nothing_lost(&plays),
+        judge_one_claim(&plays),
+        judge_faster(&plays),
+        judge_short_claim(&plays),
+    ];
+    Ok(Checked {
+        verdicts,
+        processes: plays.processes(),
+    })
+}
+
+fn with_seed(mut verdict: Verdict, seed: Option<u64>) -> Verdict {
+    verdict.seed = seed;
+    verdict
+}
+
+fn killed(plays: &Plays) -> usize {
+    plays
+        .all()
+        .map(|(_, d, _)| d.lives.iter().filter(|l| l.killed).count())
+        .sum()
+}
+
+fn judge_told_once(plays: &Plays) -> Verdict {
+    for (p, d, seed) in plays.all() {
+        let twice = told_twice(d);
+        if let Some((who, n)) = twice.first() {
+            let mut details = vec![format!("{who} was told {n} times")];
+            details.extend(
+                twice
+                    .iter()
+                    .skip(1)
+                    .take(4)
+                    .map(|(w, n)| format!("{w} was told {n} times")),
+            );
+            return with_seed(
+                Verdict::fail(
+                    TOLD_ONCE,
+                    format!("{} of {} people told more than once", twice.len(), p.rows),
+                    describe(p),
+                    details,
+                ),
+                seed,
+            );
+        }
+    }
+    let people: u32 = plays.all().map(|(p, _, _)| p.rows).sum();
+    Verdict::pass(
+        TOLD_ONCE,
+        format!(
+            "{people} people in {} plays, each told once, {} relays killed",
+            plays.speed.len() + plays.kills.len(),
+            killed(plays)
+        ),
+    )
+}
+
+fn judge_nothing_lost(plays: &Plays) -> Verdict {
+    for (p, d, seed) in plays.all() {
+        let lost = lost(d);
+        if !lost.is_empty() {
+            let mut details: Vec<String> = lost.iter().take(4).cloned().collect();
+            details.extend(troubles(d));
+            return with_seed(
+                Verdict::fail(
+                    NOTHING_LOST,
+                    format!(
+                        "{} of {} rows not delivered or not SENT",
+                        lost.len(),
+                        p.rows
+                    ),
+                    describe(p),
+                    details,
+                ),
+                seed,
+            );
+        }
+    }
+    let rows: u32 = plays.all().map(|(p, _, _)| p.rows).sum();
+    Verdict::pass(
+        NOTHING_LOST,
+        format!(
+            "{rows} rows delivered and SENT, {} relays killed and started again",
+            killed(plays)
+        ),
+    )
+}
+
+fn judge_one_claim(plays: &Plays) -> Verdict {
+    for (p, d, seed) in plays.all() {
+        let doubles = double_claims(d);
+        if let Some((who, a, b, gap)) = doubles.first() {
+            let mut details = vec![format!(
+                "{who}: sent by {a}, then by {b} {gap:.1} ms later while {a} was still running"
+            )];
+            details.extend(
+                doubles.iter().skip(1).take(3).map(|(w, a, b, gap)| {
+                    format!("{w}: sent by {a}, then by {b} {gap:.1} ms later")
+                }),
+            );
+            return with_seed(
+                Verdict::fail(
+                    ONE_CLAIM,
+                    format!(
+                        "{} of {} rows sent by two live relays",
+                        doubles.len(),
+                        p.rows
+                    ),
+                    describe(p),
+                    details,
+                ),
+                seed,
+            );
+        }
+    }
+    let sends = plays.all().count();
+    Verdict::pass(
+        ONE_CLAIM,
+        format!("in {sends} plays, a row was sent again only after its first relay was killed"),
+    )
+}
+
+/// The rates of the speed plays, in FLEETS order.
+fn rates(plays: &Plays) -> Vec<(u32, f64)> {
+    plays
+        .speed
+        .iter()
+        .map(|(p, d)| (p.relays, rate(d)))
+        .collect()
+}
+
+fn figures(rates: &[(u32, f64)]) -> String {
+    rates
+        .iter()
+        .map(|(n, r)| format!("{n} relay{}: {r:.1} rows/s", if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn judge_faster(plays: &Plays) -> Verdict {
+    let rates = rates(plays);
+    let one = rates.first().map_or(0.0, |r| r.1);
+    let four = rates.last().map_or(0.0, |r| r.1);
+    let ratio = four / one.max(1e-9);
+    let evidence = format!("{}; {ratio:.2}×", figures(&rates));
+    if ratio >= SPEED_UP {
+        return Verdict::pass(FASTER, evidence);
+    }
+    let (p, _) = &plays.speed[plays.speed.len() - 1];
+    Verdict::fail(
+        FASTER,
+        evidence,
+        describe(p),
+        vec![format!(
+            "4 relays delivered {ratio:.2}× as many rows a second as one: they took turns instead of sending side by side"
+        )],
+    )
+}
+
+fn judge_short_claim(plays: &Plays) -> Verdict {
+    for (p, d, seed) in plays.all() {
+        let open: Vec<&Request> = d
+            .seen
+            .requests
+            .iter()
+            .filter(|r| idle_in_transaction(r))
+            .collect();
+        if let Some(first) = open.first() {
+            return with_seed(
+                Verdict::fail(
+                    SHORT_CLAIM,
+                    format!(
+                        "{} of {} sends made while the relay's connection was idle in transaction",
+                        open.len(),
+                        d.seen.requests.len()
+                    ),
+                    describe(p),
+                    vec![format!(
+                        "{} sent to {} with a transaction open: its locks stayed held while the provider answered",
+                        first.relay, first.recipient
+                    )],
+                ),
+                seed,
+            );
+        }
+    }
+    Verdict::pass(
+        SHORT_CLAIM,
+        format!(
+            "in {} plays, PostgreSQL saw every relay's connection idle, no transaction open, at each send",
+            plays.speed.len() + plays.kills.len()
+        ),
+    )
+}
+
+fn run(case: &Case) -> Result<String> {
+    let speed = play_speed(case)?;
+    let mut out = format!(
+        "an outbox of {SPEED_ROWS} emails per relay on PostgreSQL; the provider takes {SEND_MS} ms a send\n\n"
+    );
+    let one = rate(&speed[0].1);
+    for (p, d) in &speed {
+        let r = rate(d);
+        let share = |me: &str| {
+            let n = d.seen.requests.iter().filter(|q| q.relay == me).count();
+            100.0 * n as f64 / d.seen.requests.len().max(1) as f64
+        };
+        let seconds = d
+            .seen
+            .requests
+            .iter()
+            .map(|q| q.at_us)
+            .max()
+            .map_or(0.0, |last| (last - d.began_us) as f64 / 1e6);
+        out.push_str(&format!(
+            "{} relay{}: all sent in {seconds:.2} s, {r:.1} rows/s, {:.2}× one relay\n",
+            p.relays,
+            if p.relays == 1 { " " } else { "s" },
+            r / one.max(1e-9)
+        ));
+        if p.relays > 1 {
+            let shares: Vec<String> = (1..=p.relays)
+                .map(|i| {
+                    let me = format!("relay-{i}");
+                    format!("{me} {:.1}%", share(&me))
+                })
+                .collect();
+            out.push_str(&format!("  sent: {}\n", shares.join(", ")));
+        }
+    }
+    let requests: Vec<&Request> = speed.iter().flat_map(|(_, d)| &d.seen.requests).collect();
+    let open = requests.iter().filter(|r| idle_in_transaction(r)).count();
+    out.push_str(&format!(
+        "\nsends made while the relay's connection was idle in transaction: {open} of {}\n",
+        requests.len()
+    ));
+    let four = rate(&speed[speed.len() - 1].1) / one.max(1e-9);
+    if open > 0 && four < SPEED_UP {
+        out.push_str(
+            "four relays are hardly faster than one: each relay holds its row locks while it sends,\n\
+             so the others wait for its whole batch before they can take a row.\n",
+        );
+    } else if open > 0 {
+        out.push_str(
+            "every send was made with the claim's transaction still open: its locks and its\n\
+             connection held while the provider answered.\n",
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,366 @@
+//! Inside a chapter 12 case process: a connection to the play's schema on
+//! a real PostgreSQL server, the email provider, and `lab::serve_postgres!`,
+//! the binary's entry point (see [`crate::fleet`] for the protocol).
+//!
+//! The provider is outside the service: it keeps its own records in the
+//! play's `_world` schema over a connection of its own, so nothing the
+//! relay's connection does (a rollback, a kill) can undo them. At every
+//! send it also asks PostgreSQL what the relay's connection is doing
+//! (`pg_stat_activity.state`), which tells a send made with a transaction
+//! open from one made with none.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use postgres::{Client, Config, NoTls};
+
+use crate::fleet::{Duty, Orders, RelayPlan, Request, Row, Seen, DATABASE_URL};
+use crate::rng::Rng;
+
+/// Exit code of a case process whose orders could not be carried out.
+pub use crate::serve::EXIT_LAB_ERROR;
+
+/// How long a connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a relay waits before it polls again when it claimed nothing.
+const POLL: Duration = Duration::from_millis(20);
+
+/// The schema of the provider's records, beside the play's own.
+fn world(schema: &str) -> String {
+    format!("{schema}_world")
+}
+
+const WORLD_SCHEMA: &str = "
+    CREATE TABLE keys (key TEXT PRIMARY KEY);
+    CREATE TABLE requests (
+        seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        recipient  TEXT NOT NULL,
+        key        TEXT,
+        relay      TEXT NOT NULL,
+        delivered  BOOLEAN NOT NULL,
+        connection TEXT NOT NULL,
+        at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE TABLE notes (
+        seq   BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        relay TEXT NOT NULL,
+        what  TEXT NOT NULL,
+        text  TEXT NOT NULL,
+        at    TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+    );
+";
+
+/// One recipient per row, as the chapter's outbox holds them.
+const FILL: &str = "
+    INSERT INTO outbox (recipient, body)
+    SELECT 'reader' || lpad(i::text, 4, '0') || '@example.com',
+           'Your seat at ws_acme is confirmed'
+      FROM generate_series(1, $1::int) AS i
+";
+
+/// The provider's request: the key is delivered at most once, and the
+/// relay's connection is looked up at the same moment.
+const REQUEST: &str = "
+    WITH fresh AS (
+        INSERT INTO keys (key) SELECT $1::text WHERE $1::text IS NOT NULL
+        ON CONFLICT DO NOTHING
+        RETURNING key
+    )
+    INSERT INTO requests (recipient, key, relay, delivered, connection)
+    VALUES ($2, $1::text, $3, $1::text IS NULL OR EXISTS (SELECT 1 FROM fresh),
+            coalesce((SELECT state FROM pg_stat_activity WHERE pid = $4), 'gone'))
+";
+
+/// Opens a connection to the server in `DATABASE_URL`, with `search_path`
+/// set to `schema` when given.
+pub fn connect(schema: Option<&str>, name: &str) -> Result<Client> {
+    let url = std::env::var(DATABASE_URL).context(crate::fleet::NEEDS_SERVER)?;
+    let mut config: Config = url.parse().context(
+        "DATABASE_URL is not a PostgreSQL connection string (postgres://user:password@host:port/database)",
+    )?;
+    config
+        .application_name(name)
+        .connect_timeout(CONNECT_TIMEOUT);
+    // Commits do not wait for the disk (a crash of the server could lose
+    // the last few, never make them half-done): the plays measure locks
+    // and sends, not how fast this machine's disk syncs.
+    let mut options = "-c statement_timeout=30000 -c synchronous_commit=off".to_string();
+    if let Some(schema) = schema {
+        options.push_str(&format!(" -c search_path={schema}"));
+    }
+    config.options(&options);
+    config
+        .connect(NoTls)
+        .context("could not connect to PostgreSQL at DATABASE_URL (is it running? lab/scripts/postgres-up starts one)")
+}
+
+/// The email provider of chapter 12: it delivers a key once, records every
+/// request, and takes real time to answer.
+pub struct Email {
+    observer: Mutex<Client>,
+    relay: String,
+    /// The relay's own connection, as `pg_backend_pid()` names it.
+    backend: i32,
+    plan: RelayPlan,
+    rng: Mutex<Rng>,
+}
+
+impl Email {
+    /// Sends `body` to `to` with no idempotency key: every call delivers.
+    pub fn send(&self, to: &str, body: &str) -> Result<()> {
+        self.request(None, to, body)
+    }
+
+    /// Sends `body` to `to` under an idempotency key: the provider delivers
+    /// a key once, and answers OK to its repeats without delivering again.
+    pub fn send_with_key(&self, key: &str, to: &str, body: &str) -> Result<()> {
+        self.request(Some(key), to, body)
+    }
+
+    fn request(&self, key: Option<&str>, to: &str, _body: &str) -> Result<()> {
+        crate::db::lock(&self.observer)
+            .execute(REQUEST, &[&key, &to, &self.relay, &self.backend])
+            .context("the provider could not record the send")?;
+        let slow = self.plan.slow_one_in > 0
+            && crate::db::lock(&self.rng).between(0, u64::from(self.plan.slow_one_in) - 1) == 0;
+        let ms = if slow {
+            self.plan.slow_ms
+        } else {
+            self.plan.send_ms
+        };
+        std::thread::sleep(Duration::from_millis(ms));
+        Ok(())
+    }
+}
+
+/// The case's relay: claims some rows, sends them, marks them; returns how
+/// many rows it claimed (0: nothing to do).
+pub type RelayFn = fn(&mut Client, &Email, &str) -> Result<usize>;
+/// The case's sweep: returns to PENDING the rows PROCESSING for longer
+/// than the given age; returns how many.
+pub type SweepFn = fn(&mut Client, Duration) -> Result<u64>;
+
+/// Makes a chapter 12 case file's `main`.
+///
+/// ```ignore
+/// lab::serve_postgres!(schema: SCHEMA, relay: relay, sweep: sweep);
+/// ```
+#[macro_export]
+macro_rules! serve_postgres {
+    (schema: $schema:expr, relay: $relay:path, sweep: $sweep:path $(,)?) => {
+        fn main() {
+            const SOURCE: u64 = $crate::chapter::fingerprint(include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/",
+                file!()
+            )));
+            $crate::pg::main(SOURCE, $schema, $relay, $sweep)
+        }
+    };
+}
+
+/// The body of a chapter 12 case binary's `main`. Never returns.
+pub fn main(source: u64, schema: &str, relay: RelayFn, sweep: SweepFn) -> ! {
+    let arg = std::env::args_os().nth(1);
+    if arg.as_deref() == Some(std::ffi::OsStr::new(crate::serve::FINGERPRINT)) {
+        println!("fnv1a64 {source:016x}");
+        std::process::exit(0);
+    }
+    let Some(orders) = arg else {
+        eprintln!(
+            "This is a case of the notify workshop: the service, without a scenario to run.\n\
+             Run it through the lab instead: `notify run 12` or `notify check 12`."
+        );
+        std::process::exit(2);
+    };
+    match serve(schema, relay, sweep, Path::new(&orders)) {
+        Ok(()) => std::process::exit(0),
+        Err(err) => {
+            eprintln!("{err:#}");
+            std::process::exit(EXIT_LAB_ERROR);
+        }
+    }
+}
+
+fn serve(schema: &str, relay: RelayFn, sweep: SweepFn, orders: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(orders)
+        .with_context(|| format!("could not read the orders {}", orders.display()))?;
+    let orders: Orders = serde_json::from_str(&text)
+        .with_context(|| format!("the orders {} are not valid", orders.display()))?;
+    match &orders.duty {
+        Duty::Setup { rows } => setup(&orders.schema, schema, *rows),
+        Duty::Relay(plan) => relay_loop(&orders.schema, plan, relay, sweep),
+        Duty::Collect { to } => collect(&orders.schema, to),
+    }
+}
+
+fn setup(play: &str, schema: &str, rows: u32) -> Result<()> {
+    let mut db = connect(None, "notify setup")?;
+    let world = world(play);
+    db.batch_execute(&format!(
+        "CREATE SCHEMA {play}; CREATE SCHEMA {world}; SET search_path = {world}; {WORLD_SCHEMA}"
+    ))
+    .context("could not create the play's schemas")?;
+    db.batch_execute(&format!("SET search_path = {play}"))?;
+    db.batch_execute(schema)
+        .context("the case's SCHEMA does not run on PostgreSQL")?;
+    db.execute(FILL, &[&(rows as i32)])
+        .context("the case's outbox does not take the lab's rows (recipient, body)")?;
+    db.batch_execute("ANALYZE outbox")?;
+    Ok(())
+}
+
+fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> Result<()> {
+    let mut db = connect(Some(play), &plan.me)?;
+    let backend: i32 = db.query_one("SELECT pg_backend_pid()", &[])?.get(0);
+    let observer = connect(Some(&world(play)), &format!("{} provider", plan.me))?;
+    let email = Email {
+        observer: Mutex::new(observer),
+        relay: plan.me.clone(),
+        backend,
+        plan: plan.clone(),
+        rng: Mutex::new(Rng::new(plan.seed)),
+    };
+    let note = |what: &str, text: &str| -> Result<()> {
+        crate::db::lock(&email.observer)
+            .execute(
+                "INSERT INTO notes (relay, what, text) VALUES ($1, $2, $3)",
+                &[&plan.me, &what, &text],
+            )
+            .context("could not record the relay's note")?;
+        Ok(())
+    };
+    let remaining = |email: &Email| -> Result<i64> {
+        Ok(crate::db::lock(&email.observer)
+            .query_one(
+                &format!("SELECT count(*) FROM {play}.outbox WHERE status <> 'SENT'"),
+                &[],
+            )
+            .context(
+                "the lab could not count the rows not SENT (the outbox needs its status column)",
+            )?
+            .get(0))
+    };
+
+    let start = UNIX_EPOCH + Duration::from_millis(plan.start_at_ms);
+    if let Ok(wait) = start.duration_since(SystemTime::now()) {
+        std::thread::sleep(wait);
+    }
+    let sweep_every = Duration::from_millis(plan.sweep_every_ms);
+    let stale_after = Duration::from_millis(plan.stale_after_ms);
+    let mut last_sweep: Option<Instant> = None;
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        if last_sweep.is_none_or(|at| at.elapsed() >= sweep_every) {
+            last_sweep = Some(Instant::now());
+            if let Err(err) = sweep(&mut db, stale_after) {
+                note("error", &format!("sweep: {err:#}"))?;
+            }
+        }
+        let claimed = match relay(&mut db, &email, &plan.me) {
+            Ok(n) => n,
+            Err(err) => {
+                note("error", &format!("relay: {err:#}"))?;
+                0
+            }
+        };
+        if claimed > 0 {
+            idle_since = None;
+            continue;
+        }
+        if remaining(&email)? == 0 {
+            note("done", "")?;
+            return Ok(());
+        }
+        let idle = idle_since.get_or_insert_with(Instant::now);
+        if idle.elapsed() >= Duration::from_millis(plan.give_up_ms) {
+            note(
+                "gave up",
+                &format!(
+                    "claimed nothing for {:.1} s while rows were not SENT",
+                    plan.give_up_ms as f64 / 1000.0
+                ),
+            )?;
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn collect(play: &str, to: &Path) -> Result<()> {
+    let mut db = connect(None, "notify collect")?;
+    let seen = read_seen(&mut db, play);
+    // The play's schemas go whatever was read.
+    let dropped = drop_play(&mut db, play);
+    std::fs::write(to, serde_json::to_string(&seen?)?)
+        .with_context(|| format!("could not write {}", to.display()))?;
+    dropped
+}
+
+fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
+    let world = world(play);
+    let rows = db
+        .query(
+            &format!("SELECT id, recipient, status FROM {play}.outbox ORDER BY id"),
+            &[],
+        )
+        .context("could not read the outbox (id, recipient, status)")?
+        .iter()
+        .map(|r| Row {
+            id: r.get(0),
+            recipient: r.get(1),
+            status: r.get(2),
+        })
+        .collect();
+    let at = "(extract(epoch FROM at) * 1000000)::bigint";
+    let requests = db
+        .query(
+            &format!(
+                "SELECT recipient, key, relay, delivered, connection, {at} FROM {world}.requests ORDER BY seq"
+            ),
+            &[],
+        )?
+        .iter()
+        .map(|r| Request {
+            recipient: r.get(0),
+            key: r.get(1),
+            relay: r.get(2),
+            delivered: r.get(3),
+            connection: r.get(4),
+            at_us: r.get(5),
+        })
+        .collect();
+    let notes = db
+        .query(
+            &format!("SELECT relay, what, text, {at} FROM {world}.notes ORDER BY seq"),
+            &[],
+        )?
+        .iter()
+        .map(|r| crate::fleet::Note {
+            relay: r.get(0),
+            what: r.get(1),
+            text: r.get(2),
+            at_us: r.get(3),
+        })
+        .collect();
+    Ok(Seen {
+        rows,
+        requests,
+        notes,
+    })
+}
+
+/// Drops the play's two schemas and all they hold.
+fn drop_play(db: &mut Client, play: &str) -> Result<()> {
+    if !play.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        bail!("the play's schema name {play:?} is not a plain name");
+    }
+    db.batch_execute(&format!(
+        "DROP SCHEMA IF EXISTS {play} CASCADE; DROP SCHEMA IF EXISTS {} CASCADE",
+        world(play)
+    ))
+    .context("could not drop the play's schemas")
+}

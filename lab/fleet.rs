@@ -1,0 +1,124 @@
+//! Chapter 12's protocol: relay processes of one case sharing an outbox on
+//! a real PostgreSQL server.
+//!
+//! The other chapters' cases run against their own SQLite file. Chapter
+//! 12's case runs as several processes at once against one PostgreSQL
+//! server, so the parent (`notify`, which has no PostgreSQL client) hands
+//! each process a [`Duty`] and the case process does the database work
+//! itself: it creates the play's schema and fills the outbox, relays, or
+//! writes what the world saw ([`Seen`]) as JSON for the check to judge.
+//! Everything a play creates lives in two schemas of its own, dropped
+//! when it ends.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The variable that says where the PostgreSQL server is.
+pub const DATABASE_URL: &str = "DATABASE_URL";
+
+/// What the workshop prints when chapter 12 is run without a server.
+pub const NEEDS_SERVER: &str = "Chapter 12 runs its relays on a real PostgreSQL server, and DATABASE_URL does not say where one is.
+Start a throw-away server on this machine with `lab/scripts/postgres-up` (it installs Debian's postgresql
+package if needed and listens on 127.0.0.1:54329 only), then export the URL it prints on its last line:
+`export DATABASE_URL=$(lab/scripts/postgres-up | tail -n 1)`. Or set DATABASE_URL to a server you own:
+each play works in schemas of its own and drops them afterwards. `lab/scripts/postgres-down` stops the
+throw-away server.";
+
+/// What one case process of chapter 12 does.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Duty {
+    /// Creates the play's schemas, runs the case's schema there, and puts
+    /// `rows` pending rows in the outbox, one per recipient.
+    Setup { rows: u32 },
+    /// Relays until the outbox is all SENT, or until it has claimed nothing
+    /// for `give_up_ms`.
+    Relay(RelayPlan),
+    /// Writes what the world saw ([`Seen`]) to `to`, then drops the play's
+    /// schemas.
+    Collect { to: PathBuf },
+}
+
+/// How one relay process runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelayPlan {
+    /// The relay's name, as the case sees it and writes in `claimed_by`:
+    /// `relay-2` for its first life, `relay-2.1` after its first restart.
+    pub me: String,
+    /// Real time the provider takes for a send, in ms.
+    pub send_ms: u64,
+    /// One send in this many is slow (0: none).
+    pub slow_one_in: u32,
+    /// Real time a slow send takes, in ms.
+    pub slow_ms: u64,
+    /// Seeds which sends are slow.
+    pub seed: u64,
+    /// The relay calls the case's sweep this often, in ms.
+    pub sweep_every_ms: u64,
+    /// What the sweep is told: a row PROCESSING for longer than this, in
+    /// ms, belongs to a relay that died.
+    pub stale_after_ms: u64,
+    /// The relay stops when it has claimed nothing for this long while
+    /// rows are still not SENT.
+    pub give_up_ms: u64,
+    /// The relay starts relaying at this wall-clock instant, in ms since
+    /// the UNIX epoch, so that relays started together begin together.
+    pub start_at_ms: u64,
+}
+
+/// A case process's orders: which play, and its duty there.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Orders {
+    /// The play's schema, e.g. `notify_12_4711_3`; the provider's records
+    /// live in the schema of the same name with `_world` appended.
+    pub schema: String,
+    pub duty: Duty,
+}
+
+/// One outbox row at the end of a play.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    pub id: i64,
+    pub recipient: String,
+    pub status: String,
+}
+
+/// One request the provider received.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub recipient: String,
+    /// The idempotency key, if the relay gave one.
+    pub key: Option<String>,
+    /// The relay that sent it (its [`RelayPlan::me`]).
+    pub relay: String,
+    /// False when the provider had already delivered this key: it answered
+    /// OK and delivered nothing new.
+    pub delivered: bool,
+    /// What PostgreSQL said the relay's connection was doing at that
+    /// moment (`pg_stat_activity.state`), e.g. `idle` or `idle in
+    /// transaction`.
+    pub connection: String,
+    /// When, in µs since the UNIX epoch (the server's clock, which is this
+    /// machine's).
+    pub at_us: i64,
+}
+
+/// Something a relay process did that the story tells.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Note {
+    pub relay: String,
+    /// `error` (the case's relay or sweep returned an error, in `text`),
+    /// `gave up` (nothing claimed for too long), or `done`.
+    pub what: String,
+    pub text: String,
+    pub at_us: i64,
+}
+
+/// What the world saw in one play: the outbox at the end, every request
+/// the provider received, in order, and the relays' notes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Seen {
+    pub rows: Vec<Row>,
+    pub requests: Vec<Request>,
+    pub notes: Vec<Note>,
+}

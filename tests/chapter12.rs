@@ -1,0 +1,180 @@
+//! Chapter 12 end to end. Without PostgreSQL: the paragraph `run 12` and
+//! `check 12` print when DATABASE_URL is unset, and the line when it names
+//! a server that does not answer. With `--features postgres` and a server
+//! in DATABASE_URL (`lab/scripts/postgres-up`): the story `run` tells, and
+//! the grading matrix of `check` over the shipped case, the reference and
+//! the catalogued wrong fixes. Built with the feature but without a server,
+//! those tests fail, saying so: they never pass silently.
+
+use std::process::{Command, Output};
+
+use crate::common;
+
+use common::{root, stderr, stdout};
+
+/// Runs `notify` with `args` and DATABASE_URL set to `url`, or unset.
+fn notify_with_url(args: &[&str], url: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_notify"));
+    command
+        .args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .env_remove("COLUMNS");
+    match url {
+        Some(url) => command.env("DATABASE_URL", url),
+        None => command.env_remove("DATABASE_URL"),
+    };
+    command.output().expect("the notify binary runs")
+}
+
+#[test]
+fn without_a_server_run_and_check_say_how_to_start_one_and_exit_2() {
+    for args in [
+        &["run", "12"][..],
+        &["check", "12"],
+        &["check", "12", "--solution"],
+    ] {
+        let out = notify_with_url(args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            text.contains("DATABASE_URL does not say where one is"),
+            "{text}"
+        );
+        assert!(text.contains("lab/scripts/postgres-up"), "{text}");
+        assert!(text.contains("a server you own"), "{text}");
+        assert_eq!(stdout(&out), "", "{args:?}");
+    }
+}
+
+#[test]
+fn a_server_that_does_not_answer_is_one_clear_line_and_exit_2() {
+    // Port 1 on the loopback: nothing listens there.
+    let out = notify_with_url(
+        &["check", "12"],
+        Some("postgres://notify:notify@127.0.0.1:1/notify"),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    assert!(
+        text.contains("no PostgreSQL server answers at 127.0.0.1:1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_other_chapters_need_no_server() {
+    let out = notify_with_url(&["run", "1"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[cfg(feature = "postgres")]
+mod on_postgres {
+    use super::*;
+
+    /// DATABASE_URL, or a failure saying how to get one.
+    fn server() -> String {
+        match std::env::var("DATABASE_URL") {
+            Ok(url) if !url.trim().is_empty() => url,
+            _ => panic!(
+                "chapter 12's tests run on PostgreSQL: with --features postgres, set DATABASE_URL \
+                 (`export DATABASE_URL=$(lab/scripts/postgres-up | tail -n 1)`)"
+            ),
+        }
+    }
+
+    /// The verdicts of `check 12` with `args`: exit code, pattern, report.
+    fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
+        server();
+        let mut all = vec!["12"];
+        all.extend_from_slice(args);
+        let (code, report) = common::checked_json(&all);
+        (code, common::pattern(&report), report)
+    }
+
+    /// `expected` with `?` where a verdict may go either way: the speed
+    /// property of a wrong fix whose fault is elsewhere depends on how busy
+    /// the machine is.
+    fn matches(pattern: &str, expected: &str) -> bool {
+        let got: Vec<&str> = pattern.split(' ').collect();
+        let want: Vec<&str> = expected.split(' ').collect();
+        got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| *w == "?" || g == w)
+    }
+
+    #[test]
+    fn run_shows_four_relays_no_faster_than_one() {
+        server();
+        let out = common::notify(&["run", "12"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.starts_with("an outbox of 50 emails per relay on PostgreSQL"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "sends made while the relay's connection was idle in transaction: 350 of 350"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn run_after_the_fix_sends_with_no_transaction_open() {
+        server();
+        let out = common::notify(&["run", "12", "--solution"]);
+        let text = stdout(&out);
+        assert!(
+            text.contains(
+                "sends made while the relay's connection was idle in transaction: 0 of 350"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_shipped_case_holds_its_locks_across_the_sends() {
+        let (code, pattern, report) = check(&[]);
+        assert!(matches(&pattern, "PASS PASS PASS FAIL FAIL"), "{pattern}");
+        assert_eq!(code, 1);
+        let open = &report["verdicts"][4];
+        assert_eq!(
+            open["evidence"],
+            "50 of 50 sends made while the relay's connection was idle in transaction"
+        );
+    }
+
+    #[test]
+    fn the_reference_solution_passes_everything() {
+        let (code, pattern, report) = check(&["--solution"]);
+        assert_eq!(pattern, "PASS PASS PASS PASS PASS", "{report:#}");
+        assert_eq!(code, 0);
+    }
+
+    /// Each wrong fix and its verdicts: told once, nothing lost, one live
+    /// relay per row, speed, no transaction open during a send.
+    const WRONG_FIXES: &[(&str, &str)] = &[
+        ("select-then-update", "PASS ? FAIL ? PASS"),
+        ("lock-without-claim", "PASS ? FAIL ? PASS"),
+        ("held-across-sends", "PASS PASS PASS ? FAIL"),
+        ("no-sweep", "PASS FAIL PASS ? PASS"),
+        ("sweep-ignores-age", "PASS PASS FAIL ? PASS"),
+        ("sweep-too-soon", "PASS PASS FAIL ? PASS"),
+        ("fresh-key", "FAIL PASS PASS ? PASS"),
+        ("no-key", "FAIL PASS PASS ? PASS"),
+        ("sent-at-claim", "PASS FAIL PASS ? PASS"),
+    ];
+
+    #[test]
+    fn every_wrong_fix_fails_its_property() {
+        for (variant, expected) in WRONG_FIXES {
+            let (code, pattern, _) = check(&["--variant", variant]);
+            assert_eq!(code, 1, "{variant}");
+            assert!(
+                matches(&pattern, expected),
+                "{variant}: {pattern}, not {expected}"
+            );
+        }
+    }
+}
