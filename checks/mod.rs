@@ -35,9 +35,7 @@ pub const CHAPTERS: &[Chapter] = &[
 ];
 
 /// The chapters planned after these, not written yet (`notify read 9` says so).
-pub const PLANNED: &[Planned] = &[
-    Planned {
-        number: 11,
-        title: "learn what happened: webhooks",
-    },
-];
+pub const PLANNED: &[Planned] = &[Planned {
+    number: 11,
+    title: "learn what happened: webhooks",
+}];
