@@ -269,26 +269,24 @@ fn forget(exe: &Path) {
 /// `required-features` in Cargo.toml), e.g. `postgres` for a case that
 /// runs on a PostgreSQL server; none for most.
 pub fn required_features(root: &Path, bin: &str) -> Vec<String> {
-    let Ok(manifest) = std::fs::read_to_string(root.join("Cargo.toml")) else {
-        return Vec::new();
-    };
-    let mut in_bin = false;
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_bin = false;
-        } else if line == format!("name = \"{bin}\"") {
-            in_bin = true;
-        } else if let (true, Some(list)) = (in_bin, line.strip_prefix("required-features")) {
-            return list
-                .trim_start_matches([' ', '=', '['])
-                .trim_end_matches(']')
-                .split(',')
-                .map(|f| f.trim().trim_matches('"').to_string())
-                .filter(|f| !f.is_empty())
-                .collect();
-        }
+    /// The part of Cargo.toml this needs: its `[[bin]]` targets.
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        #[serde(default)]
+        bin: Vec<Target>,
     }
-    Vec::new()
+    #[derive(serde::Deserialize)]
+    struct Target {
+        name: String,
+        #[serde(default, rename = "required-features")]
+        required_features: Vec<String>,
+    }
+    std::fs::read_to_string(root.join("Cargo.toml"))
+        .ok()
+        .and_then(|text| toml::from_str::<Manifest>(&text).ok())
+        .and_then(|m| m.bin.into_iter().find(|b| b.name == bin))
+        .map(|b| b.required_features)
+        .unwrap_or_default()
 }
 
 /// `--features a,b` for cargo, or nothing.
