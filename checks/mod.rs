@@ -13,6 +13,7 @@ mod check06_orphans;
 mod check07_breaker;
 mod check08_fallback;
 mod check09_decide;
+mod check11_webhooks;
 mod invite_world;
 
 use lab::chapter::{Chapter, Planned};
@@ -28,6 +29,7 @@ pub const CHAPTERS: &[Chapter] = &[
     check07_breaker::CHAPTER,
     check08_fallback::CHAPTER,
     check09_decide::CHAPTER,
+    check11_webhooks::CHAPTER,
 ];
 
 /// The chapters planned after these, not written yet (`notify read 9` says so).
@@ -35,10 +37,6 @@ pub const PLANNED: &[Planned] = &[
     Planned {
         number: 10,
         title: "render: templates that fail closed",
-    },
-    Planned {
-        number: 11,
-        title: "learn what happened: webhooks",
     },
     Planned {
         number: 12,

@@ -18,6 +18,7 @@
 pub mod output;
 pub mod rng;
 pub mod scenario;
+pub mod webhook;
 pub mod world;
 
 /// What runs inside a case process.

@@ -17,12 +17,11 @@ fn declares(manifest: &str, bin: &str, path: &str) -> bool {
 fn every_chapter_names_files_that_exist_and_binaries_cargo_builds() {
     let root = common::root();
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
-    for (i, chapter) in checks::CHAPTERS.iter().enumerate() {
-        assert_eq!(
-            chapter.number as usize,
-            i + 1,
-            "chapters are numbered in order"
-        );
+    // In order; a chapter still planned leaves a gap among the numbers.
+    let mut previous = 0;
+    for chapter in checks::CHAPTERS {
+        assert!(chapter.number > previous, "chapters are numbered in order");
+        previous = chapter.number;
         assert!(
             root.join(chapter.case_file).is_file(),
             "{}",

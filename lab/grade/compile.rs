@@ -264,7 +264,16 @@ fn forget(exe: &Path) {
 }
 
 /// The crates a case may name in `use`, besides the lab.
-const CASE_CRATES: [&str; 5] = ["rusqlite", "serde", "serde_json", "anyhow", "jiff"];
+const CASE_CRATES: [&str; 8] = [
+    "rusqlite",
+    "serde",
+    "serde_json",
+    "anyhow",
+    "jiff",
+    "hmac",
+    "sha2",
+    "hex",
+];
 
 /// What rustc needs to compile a case against the lab cargo built.
 struct Library {
