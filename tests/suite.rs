@@ -23,6 +23,7 @@ mod chapter06;
 mod chapter07;
 mod chapter08;
 mod chapter09;
+mod chapter11;
 mod cli;
 mod debugging;
 mod docs;
