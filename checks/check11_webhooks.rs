@@ -37,7 +37,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case11_webhooks.rs",
     text_file: "chapters/11-learn-what-happened-webhooks.md",
     bin: "case11",
-    shipped_hash: 0x98c8_344b_eb2b_1668,
+    shipped_hash: 0x3e3f_be4f_2209_efd4,
     run,
     check,
 };

@@ -96,7 +96,12 @@ impl Kind {
 }
 
 /// Queues an email.
-pub fn enqueue(db: &mut Db, _providers: &Providers, clock: &Clock, message: &Message) -> Result<()> {
+pub fn enqueue(
+    db: &mut Db,
+    _providers: &Providers,
+    clock: &Clock,
+    message: &Message,
+) -> Result<()> {
     db.execute(
         "INSERT INTO outbox (message, recipient, body, next_attempt_at) VALUES (?1, ?2, ?3, ?4)",
         (&message.id, &message.to, &message.text, clock.now()?),
