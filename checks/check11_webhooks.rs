@@ -27,7 +27,7 @@ use lab::history::{read_pairs, History};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Plan, Step, APP_DB};
+use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule, ADVANCE};
 use lab::webhook::{self, Answered, Delivery, Signing};
 
@@ -106,6 +106,9 @@ struct Hook {
     at: i64,
     /// The endpoint is down when it comes.
     down: bool,
+    /// How long before it comes the provider signed it, in seconds;
+    /// negative when the provider's clock is ahead.
+    lag_s: i64,
 }
 
 impl Hook {
@@ -115,6 +118,7 @@ impl Hook {
             body: self.body.clone(),
             signing: self.signing.clone(),
             down: self.down,
+            lag_s: self.lag_s,
         }
     }
 
@@ -144,14 +148,19 @@ impl Message {
 /// sending again what got no 2xx.
 #[derive(Clone, Debug, Serialize)]
 struct Batch {
-    /// `None` for the chapter's own batch.
+    /// `None` for the chapter's own batches.
     seed: Option<u64>,
+    /// The name of one of the chapter's own batches.
+    title: &'static str,
     messages: Vec<Message>,
     hooks: Vec<Hook>,
     /// When the provider sends again what was not taken.
     rounds: Vec<i64>,
     /// The endpoint is down `[from, to)`.
     outage: Option<(i64, i64)>,
+    /// How the email provider takes the sends: down for a while, or one
+    /// address it refuses, rate-limits or fails a few times.
+    provider: ProviderScript,
     end: i64,
 }
 
@@ -223,6 +232,7 @@ fn genuine(event: Event, at: i64, style: u64) -> Hook {
         signing: Signing::Genuine,
         at,
         down: false,
+        lag_s: 0,
     }
 }
 
@@ -274,6 +284,7 @@ fn bad(label: &str, kind: u64, to: &str, at: i64) -> Hook {
         signing,
         at,
         down: false,
+        lag_s: 0,
     }
 }
 
@@ -357,6 +368,7 @@ impl Batch {
             signing: Signing::Forged,
             at: at(1, 30),
             down: false,
+            lag_s: 0,
         });
         let old = event("evt_0", "complained", at(0, 0) - 3 * DAY, "msg_0", &cleo);
         let (body_old, looks) = body(&old, None, 0);
@@ -371,6 +383,7 @@ impl Batch {
             },
             at: at(1, 40),
             down: false,
+            lag_s: 0,
         });
         hooks.push(bad("evt_x1", 0, &cleo, at(3, 30)));
         hooks.sort_by_key(|h| h.at);
@@ -378,11 +391,60 @@ impl Batch {
         messages.extend(later);
         Batch {
             seed: None,
+            title: "the chapter's batch",
             messages,
             hooks,
             rounds: vec![at(5, 45)],
             outage: None,
+            provider: ProviderScript::default(),
             end: 7 * MINUTE,
+        }
+    }
+
+    /// A forged copy of a real bounce, with the real event's id, comes a
+    /// minute before it; a complaint comes while the endpoint is down, and
+    /// is taken when the provider sends it again, five minutes later.
+    fn second() -> Batch {
+        let eli = address("eli");
+        let fay = address("fay");
+        let bounce = event("evt_1", "bounced", at(0, 20), "msg_1", &eli);
+        let (copy, looks) = body(&bounce, None, 1);
+        let forged = Hook {
+            label: "evt_f1".to_string(),
+            nature: Nature::Forged,
+            event: Some(bounce.clone()),
+            looks,
+            body: copy,
+            signing: Signing::Forged,
+            at: at(0, 30),
+            down: false,
+            lag_s: 0,
+        };
+        let mut complaint = genuine(
+            event("evt_2", "complained", at(0, 40), "msg_2", &fay),
+            at(1, 40),
+            0,
+        );
+        complaint.down = true;
+        let message = |id: &str, to: &str, at: i64| Message {
+            id: id.to_string(),
+            to: to.to_string(),
+            at,
+        };
+        Batch {
+            seed: None,
+            title: "a forged copy before a bounce, a complaint while the endpoint is down",
+            messages: vec![
+                message("msg_1", &eli, 0),
+                message("msg_2", &fay, 0),
+                message("msg_3", &eli, at(2, 20)),
+                message("msg_4", &fay, at(7, 10)),
+            ],
+            hooks: vec![forged, genuine(bounce, at(1, 30), 2), complaint],
+            rounds: vec![at(6, 45)],
+            outage: Some((at(1, 35), at(4, 0))),
+            provider: ProviderScript::default(),
+            end: 9 * MINUTE,
         }
     }
 
@@ -434,6 +496,14 @@ impl Batch {
                 } else {
                     body(&event, None, style)
                 };
+                // Signed when it was queued, up to five minutes before it
+                // comes, never before the event; or by a clock that runs
+                // up to five minutes ahead.
+                let waited = (arrives - event.occurred) / SECOND;
+                let lag_s = match *rng.pick(&[0, 0, 0, 30, 170, 300, -40, -300]) {
+                    lag if lag > 0 => lag.min(waited),
+                    lag => lag,
+                };
                 hooks.push(Hook {
                     label: event.id.clone(),
                     nature: Nature::Genuine,
@@ -443,6 +513,7 @@ impl Batch {
                     signing: Signing::Genuine,
                     at: arrives,
                     down: false,
+                    lag_s,
                 });
                 occurred += rng.between(10, 60) as i64 * SECOND;
             }
@@ -501,6 +572,7 @@ impl Batch {
                     when
                 },
                 down: false,
+                lag_s: 0,
             });
         }
         // Replayed: an old bounce or complaint, captured days ago, or a
@@ -535,6 +607,7 @@ impl Batch {
                 },
                 at: when,
                 down: false,
+                lag_s: 0,
             });
         }
         for b in 0..rng.between(0, 2) {
@@ -567,20 +640,47 @@ impl Batch {
                 h.down = true;
             }
         }
+        // The provider's side of sending: sometimes down for minutes while
+        // later emails go out (chapter 5's backoff), and sometimes one more
+        // person, who gets only later emails, whose address it refuses for
+        // good, rate-limits once, or fails twice.
+        let mut provider = ProviderScript::default();
+        if rng.between(0, 1) == 0 {
+            // Over by 13:30, so that a third failure's five minutes end
+            // before the batch does.
+            let from = rng.between(4, 8) as i64 * MINUTE + 30 * SECOND;
+            provider.outages = vec![(from, from + rng.between(1, 5) as i64 * MINUTE)];
+        }
+        if rng.between(0, 1) == 0 {
+            let gus = address("gus");
+            match rng.between(0, 2) {
+                0 => provider.rejected.push(gus.clone()),
+                1 => provider.rate_limited.push((gus.clone(), 1, 90)),
+                _ => provider.flaky.push((gus.clone(), 2)),
+            }
+            let number = messages.len() + 1;
+            messages.push(Message {
+                id: format!("msg_{number}"),
+                to: gus,
+                at: at(rng.between(2, 8) as i64, rng.between(10, 50) as i64),
+            });
+        }
         hooks.sort_by_key(|h| h.at);
         Batch {
             seed: Some(seed),
+            title: "",
             messages,
             hooks,
             rounds: vec![at(12, 45), at(16, 45), at(17, 45)],
             outage,
+            provider,
             end: 19 * MINUTE,
         }
     }
 
     fn name(&self) -> String {
         match self.seed {
-            None => "the chapter's batch".to_string(),
+            None => self.title.to_string(),
             Some(seed) => format!("random batch (seed {seed})"),
         }
     }
@@ -641,6 +741,7 @@ impl Batch {
             dir: dir.to_path_buf(),
             process: 1,
             steps: self.steps(),
+            provider: self.provider.clone(),
             seed: self.seed.unwrap_or(0),
             ..Plan::default()
         }]
@@ -1120,7 +1221,7 @@ fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Ver
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
-    let mut batches = vec![Batch::chapter()];
+    let mut batches = vec![Batch::chapter(), Batch::second()];
     batches.extend(
         options
             .seeds
@@ -1326,6 +1427,12 @@ impl Explorer for Generated {
 
     fn shrink(&self, batch: &Batch) -> Vec<Batch> {
         let mut smaller = Vec::new();
+        if batch.provider != ProviderScript::default() {
+            smaller.push(Batch {
+                provider: ProviderScript::default(),
+                ..batch.clone()
+            });
+        }
         if batch.outage.is_some() {
             let mut b = batch.clone();
             b.outage = None;
@@ -1382,6 +1489,25 @@ impl Explorer for Generated {
         let mut text = format!("{}; webhooks: {}", messages.join(", "), hooks.join(", "));
         if let Some((from, to)) = batch.outage {
             text.push_str(&format!("; endpoint down {} to {}", clock(from), clock(to)));
+        }
+        let p = &batch.provider;
+        for (from, to) in &p.outages {
+            text.push_str(&format!(
+                "; provider down {} to {}",
+                clock(*from),
+                clock(*to)
+            ));
+        }
+        for to in &p.rejected {
+            text.push_str(&format!("; provider refuses {to}"));
+        }
+        for (to, n, s) in &p.rate_limited {
+            text.push_str(&format!(
+                "; provider answers {to} 429 {n}x, retry after {s} s"
+            ));
+        }
+        for (to, n) in &p.flaky {
+            text.push_str(&format!("; provider fails {to} {n}x"));
         }
         text
     }

@@ -126,6 +126,11 @@ pub struct Delivery {
     /// (the provider records [`UNREACHABLE`]) and the case is not called.
     #[serde(default)]
     pub down: bool,
+    /// For a [`Signing::Genuine`] request: how many seconds before its
+    /// arrival it was signed (it waited in the provider's queue), or, when
+    /// negative, how far the provider's clock runs ahead of the service's.
+    #[serde(default)]
+    pub lag_s: i64,
 }
 
 impl Delivery {
@@ -139,7 +144,7 @@ impl Delivery {
     fn request(&self, now_ms: i64, now_s: i64) -> Request {
         let body = self.body.as_bytes().to_vec();
         let header = match &self.signing {
-            Signing::Genuine => Some(signature(SECRET, now_s, &body)),
+            Signing::Genuine => Some(signature(SECRET, now_s - self.lag_s, &body)),
             Signing::Forged => Some(signature(NOT_THE_SECRET, now_s, &body)),
             Signing::Replayed { signed_at_ms } => {
                 let then = now_s - (now_ms - signed_at_ms).div_euclid(1000);
@@ -293,6 +298,7 @@ pub(crate) fn owed(dir: &Path) -> Result<Vec<Delivery>> {
             body: a.body,
             signing: Signing::Genuine,
             down: false,
+            lag_s: 0,
         })
         .collect())
 }
