@@ -12,8 +12,9 @@
 //!   saw, judging, reporting, and the `try` experiments.
 //! - shared, at the top: the plan the parent hands a case process
 //!   ([`scenario`]), the world both write and the parent reads ([`world`]),
-//!   the format of a process's captured output ([`output`]), and the seeded
-//!   random numbers ([`rng`]).
+//!   the webhooks a provider sends a case and the answers it got
+//!   ([`webhook`]), the format of a process's captured output ([`output`]),
+//!   and the seeded random numbers ([`rng`]).
 
 pub mod output;
 pub mod rng;
