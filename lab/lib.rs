@@ -12,13 +12,15 @@
 //!   saw, judging, reporting, and the `try` experiments.
 //! - shared, at the top: the plan the parent hands a case process
 //!   ([`scenario`]), the world both write and the parent reads ([`world`]),
-//!   the format of a process's captured output ([`output`]), and the seeded
-//!   random numbers ([`rng`]).
+//!   the webhooks a provider sends a case and the answers it got
+//!   ([`webhook`]), the format of a process's captured output ([`output`]),
+//!   and the seeded random numbers ([`rng`]).
 
 pub mod fleet;
 pub mod output;
 pub mod rng;
 pub mod scenario;
+pub mod webhook;
 pub mod world;
 
 /// What runs inside a case process.

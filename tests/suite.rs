@@ -24,6 +24,7 @@ mod chapter07;
 mod chapter08;
 mod chapter09;
 mod chapter10;
+mod chapter11;
 mod chapter12;
 mod cli;
 mod debugging;

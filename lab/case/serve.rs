@@ -75,6 +75,7 @@ pub trait Op {
     fn(&mut Db, &Providers, &Clock) -> Result<()>
     fn(&mut Db, &Providers, &Clock, &Input) -> Result<()>
     fn(&mut Db, &Providers, &Clock, &mut State) -> Result<()>
+    fn(&mut Db, &Clock, &Request) -> Result<Response>
 keep the parameters the case was shipped with; one you no longer use stays, renamed with a leading underscore (`_email`)"
 )]
 pub trait Operation<A> {
@@ -168,7 +169,9 @@ impl<F: Operation<A>, A> Op for Adapter<F, A> {
 /// `fn(&mut Db, &Providers, &Clock)`,
 /// `fn(&mut Db, &Providers, &Clock, &Input)` and
 /// `fn(&mut Db, &Providers, &Clock, &mut State)` where `State: Default`
-/// lives as long as the process; each returns `lab::Result<()>`.
+/// lives as long as the process; each returns `lab::Result<()>`. A webhook
+/// endpoint, `fn(&mut Db, &Clock, &Request) -> Result<Response>`, answers
+/// requests (see [`crate::webhook`]).
 pub fn op<F, A>(f: F) -> Box<dyn Op>
 where
     F: Operation<A> + 'static,
@@ -267,6 +270,7 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
         .unwrap_or_else(|| format!("host-{}", plan.process));
     std::env::set_var("HOSTNAME", host);
     capture::start(&plan.dir, plan.process);
+    crate::webhook::serving_in(&plan.dir, plan.process);
     let recorder = Arc::new(Mutex::new(Recorder::open(&plan.dir, plan.process)?));
     record_panics(recorder.clone());
 
@@ -334,6 +338,16 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
                 capture::begin(Some(RUN), None);
                 let schedule: Schedule = input(&step.input)?;
                 run_schedule(ops, &mut services, &recorder, &schedule)?;
+            }
+            crate::webhook::REDELIVER => {
+                let name = step
+                    .input
+                    .as_str()
+                    .context("@redeliver takes the name of the webhook operation")?;
+                let op = find(ops, name)?;
+                for delivery in crate::webhook::owed(&plan.dir)? {
+                    call(op, &mut services, &recorder, &delivery.step(name), true)?;
+                }
             }
             _ => {
                 let op = find(ops, &step.op)?;

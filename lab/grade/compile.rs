@@ -304,13 +304,16 @@ fn base_bin(name: &str) -> &str {
 }
 
 /// The crates a case may name in `use`, besides the lab.
-const CASE_CRATES: [&str; 6] = [
+const CASE_CRATES: [&str; 9] = [
     "rusqlite",
     "serde",
     "serde_json",
     "anyhow",
     "jiff",
     "minijinja",
+    "hmac",
+    "sha2",
+    "hex",
 ];
 
 /// What rustc needs to compile a case against the lab cargo built.

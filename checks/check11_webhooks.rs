@@ -1,0 +1,1533 @@
+//! Check 11: learn what happened: delivery webhooks.
+//!
+//! Emails go out, and the provider reports on each by webhook: delivered,
+//! bounced (a hard bounce: the address does not exist), complained (marked
+//! as spam). Its requests arrive late and out of order, some twice; the
+//! endpoint is sometimes down, and then the provider sends them again,
+//! signed afresh. Among them come requests the provider never signed (a
+//! forged bounce), requests it signed days ago (a replay), and bodies or
+//! headers nobody can read. The check reads every request and answer the
+//! world saw, every email, and the outbox as it was left, and judges: no
+//! mail after a bounce or complaint was taken, nothing believed that the
+//! provider did not send just now, every genuine report taken whatever its
+//! bytes look like, each message's status the latest by the provider's
+//! clock, and a 4xx for whatever cannot be read.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::Serialize;
+use serde_json::Value;
+
+use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::clock::{DEFAULT_START, MINUTE, SECOND};
+use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::history::{read_pairs, History};
+use lab::report::Verdict;
+use lab::rng::Rng;
+use lab::runner::{in_parallel, scenario_dir, Case, Exit};
+use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::serve::{Job, Schedule, ADVANCE};
+use lab::webhook::{self, Answered, Delivery, Signing};
+
+pub const CHAPTER: Chapter = Chapter {
+    number: 11,
+    title: "learn what happened: delivery webhooks",
+    case_file: "cases/case11_webhooks.rs",
+    text_file: "chapters/11-learn-what-happened-webhooks.md",
+    bin: "case11",
+    shipped_hash: 0x3e3f_be4f_2209_efd4,
+    run,
+    check,
+};
+
+const SUPPRESSED: &str =
+    "no email to an address once its hard bounce or complaint was taken from the provider";
+const FORGED: &str =
+    "a forged or replayed webhook changes nothing: its status never shows, its address keeps its mail";
+const ACCEPTED: &str =
+    "every genuine webhook is taken (2xx), whatever the order of its keys and its whitespace";
+const ORDERED: &str =
+    "each message ends with the latest status its genuine webhooks report, by the provider's clock";
+const MALFORMED: &str = "an unreadable body or signature header gets a 4xx, never a 5xx or a crash";
+
+/// The case's webhook endpoint.
+const ENDPOINT: &str = "receive_webhook";
+/// How often the dispatcher wakes up.
+const WAKE_UP: i64 = MINUTE;
+/// The gaps between attempts (chapter 5).
+const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
+const DAY: i64 = 24 * 60 * MINUTE;
+const NAMES: [&str; 6] = ["ada", "ben", "cleo", "dana", "eli", "fay"];
+
+/// Where a webhook comes from, and so what the endpoint must make of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+enum Nature {
+    /// Sent and signed by the provider just now: to be taken.
+    Genuine,
+    /// Signed without the secret.
+    Forged,
+    /// Signed by the provider long ago, sent again by someone else.
+    Replayed,
+    /// A body or a signature header that cannot be read.
+    Malformed,
+}
+
+/// An event the provider reports.
+#[derive(Clone, Debug, Serialize)]
+struct Event {
+    id: String,
+    kind: &'static str,
+    /// When it happened, on the provider's clock, in simulated ms.
+    occurred: i64,
+    message: String,
+    to: String,
+}
+
+impl Event {
+    fn suppresses(&self) -> bool {
+        self.kind != "delivered"
+    }
+}
+
+/// One webhook request, at a simulated time.
+#[derive(Clone, Debug, Serialize)]
+struct Hook {
+    /// Its name in the scenario: the event's id for the provider's own.
+    label: String,
+    nature: Nature,
+    /// What its body says, when it says something.
+    event: Option<Event>,
+    /// What it looks like, for the story: "keys reordered, pretty-printed".
+    looks: String,
+    body: String,
+    signing: Signing,
+    at: i64,
+    /// The endpoint is down when it comes.
+    down: bool,
+    /// How long before it comes the provider signed it, in seconds;
+    /// negative when the provider's clock is ahead.
+    lag_s: i64,
+}
+
+impl Hook {
+    fn delivery(&self) -> Delivery {
+        Delivery {
+            event: self.label.clone(),
+            body: self.body.clone(),
+            signing: self.signing.clone(),
+            down: self.down,
+            lag_s: self.lag_s,
+        }
+    }
+
+    fn said(&self) -> String {
+        match &self.event {
+            Some(e) => format!("{} {} {}", e.kind, e.message, e.to),
+            None => self.looks.clone(),
+        }
+    }
+}
+
+/// An email to send, queued at a simulated time.
+#[derive(Clone, Debug, Serialize)]
+struct Message {
+    id: String,
+    to: String,
+    at: i64,
+}
+
+impl Message {
+    fn text(&self) -> String {
+        format!("Your receipt ({})", self.id)
+    }
+}
+
+/// A scenario: emails, the webhooks about them, the provider's rounds of
+/// sending again what got no 2xx.
+#[derive(Clone, Debug, Serialize)]
+struct Batch {
+    /// `None` for the chapter's own batches.
+    seed: Option<u64>,
+    /// The name of one of the chapter's own batches.
+    title: &'static str,
+    messages: Vec<Message>,
+    hooks: Vec<Hook>,
+    /// When the provider sends again what was not taken.
+    rounds: Vec<i64>,
+    /// The endpoint is down `[from, to)`.
+    outage: Option<(i64, i64)>,
+    /// How the email provider takes the sends: down for a while, or one
+    /// address it refuses, rate-limits or fails a few times.
+    provider: ProviderScript,
+    end: i64,
+}
+
+fn address(name: &str) -> String {
+    format!("{name}@example.com")
+}
+
+/// How a provider might write an event: its keys in some order, with some
+/// whitespace.
+fn serialise(fields: &[(&str, Value)], order: &[usize], style: u64) -> String {
+    let parts: Vec<String> = order
+        .iter()
+        .map(|&i| {
+            let (k, v) = &fields[i];
+            let sep = if style == 0 { ":" } else { ": " };
+            format!("\"{k}\"{sep}{v}")
+        })
+        .collect();
+    match style {
+        0 => format!("{{{}}}", parts.join(",")),
+        1 => format!("{{{}}}", parts.join(", ")),
+        _ => format!("{{\n  {}\n}}\n", parts.join(",\n  ")),
+    }
+}
+
+const STYLES: [&str; 3] = ["compact", "spaced", "pretty-printed"];
+
+/// The body of `event`, in the provider's usual key order or another.
+fn body(event: &Event, shuffled: Option<&mut Rng>, style: u64) -> (String, String) {
+    let fields = [
+        ("id", Value::from(event.id.clone())),
+        ("type", Value::from(event.kind)),
+        ("occurred_at", Value::from(unix(event.occurred))),
+        ("message", Value::from(event.message.clone())),
+        ("recipient", Value::from(event.to.clone())),
+    ];
+    let mut order: Vec<usize> = (0..fields.len()).collect();
+    let mut looks = STYLES[style as usize].to_string();
+    if let Some(rng) = shuffled {
+        rng.shuffle(&mut order);
+        looks = format!("keys reordered, {looks}");
+    }
+    (serialise(&fields, &order, style), looks)
+}
+
+/// Simulated ms as the provider's clock reads it: UNIX seconds.
+fn unix(ms: i64) -> i64 {
+    (DEFAULT_START + ms).div_euclid(1000)
+}
+
+fn event(id: &str, kind: &'static str, occurred: i64, message: &str, to: &str) -> Event {
+    Event {
+        id: id.to_string(),
+        kind,
+        occurred,
+        message: message.to_string(),
+        to: to.to_string(),
+    }
+}
+
+fn genuine(event: Event, at: i64, style: u64) -> Hook {
+    let (body, looks) = body(&event, None, style);
+    Hook {
+        label: event.id.clone(),
+        nature: Nature::Genuine,
+        event: Some(event),
+        looks,
+        body,
+        signing: Signing::Genuine,
+        at,
+        down: false,
+        lag_s: 0,
+    }
+}
+
+/// The malformed requests a scenario may hold: (what, body, signing).
+fn malformed(kind: u64, to: &str, at: i64) -> (String, String, Signing) {
+    let id = format!("evt_x{}", at / SECOND);
+    match kind {
+        0 => (
+            "a body cut short".to_string(),
+            format!("{{\"id\":\"{id}\",\"type\":\"bounced\",\"occurred_at\":17"),
+            Signing::Genuine,
+        ),
+        1 => (
+            "a body with no message".to_string(),
+            format!(
+                "{{\"id\":\"{id}\",\"type\":\"delivered\",\"occurred_at\":{},\"recipient\":\"{to}\"}}",
+                unix(at)
+            ),
+            Signing::Genuine,
+        ),
+        2 => (
+            "a time written as text".to_string(),
+            format!(
+                "{{\"id\":\"{id}\",\"type\":\"delivered\",\"occurred_at\":\"yesterday\",\"message\":\"msg_1\",\"recipient\":\"{to}\"}}"
+            ),
+            Signing::Genuine,
+        ),
+        3 => (
+            "an unreadable signature header".to_string(),
+            format!("{{\"id\":\"{id}\",\"type\":\"bounced\"}}"),
+            Signing::Garbled,
+        ),
+        _ => (
+            "no signature header".to_string(),
+            format!("{{\"id\":\"{id}\",\"type\":\"bounced\"}}"),
+            Signing::Unsigned,
+        ),
+    }
+}
+
+fn bad(label: &str, kind: u64, to: &str, at: i64) -> Hook {
+    let (looks, body, signing) = malformed(kind, to, at);
+    Hook {
+        label: label.to_string(),
+        nature: Nature::Malformed,
+        event: None,
+        looks,
+        body,
+        signing,
+        at,
+        down: false,
+        lag_s: 0,
+    }
+}
+
+/// A whole minute after `m` minutes and `s` seconds: a time between two
+/// wake-ups of the dispatcher.
+fn at(m: i64, s: i64) -> i64 {
+    m * MINUTE + s * SECOND
+}
+
+impl Batch {
+    /// The chapter's batch: each mistake shows once.
+    fn chapter() -> Batch {
+        let first: Vec<Message> = ["ada", "ben", "cleo", "dana"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Message {
+                id: format!("msg_{}", i + 1),
+                to: address(n),
+                at: 0,
+            })
+            .collect();
+        // Between two wake-ups: ada's just before her bounce comes.
+        let later: Vec<Message> = [
+            ("ada", at(1, 5)),
+            ("ben", at(1, 25)),
+            ("cleo", at(2, 20)),
+            ("dana", at(2, 30)),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, (n, when))| Message {
+            id: format!("msg_{}", i + 5),
+            to: address(n),
+            at: *when,
+        })
+        .collect();
+        let ada = address("ada");
+        let ben = address("ben");
+        let cleo = address("cleo");
+        let dana = address("dana");
+        let mut hooks = vec![
+            genuine(
+                event("evt_1", "delivered", at(0, 5), "msg_1", &ada),
+                at(0, 40),
+                0,
+            ),
+            genuine(
+                event("evt_2", "delivered", at(0, 8), "msg_2", &ben),
+                at(0, 50),
+                2,
+            ),
+            genuine(
+                event("evt_3", "bounced", at(0, 30), "msg_1", &ada),
+                at(1, 10),
+                1,
+            ),
+            genuine(
+                event("evt_4", "bounced", at(0, 30), "msg_4", &dana),
+                at(1, 50),
+                0,
+            ),
+            genuine(
+                event("evt_5", "delivered", at(0, 10), "msg_4", &dana),
+                at(2, 10),
+                2,
+            ),
+            genuine(
+                event("evt_6", "delivered", at(0, 9), "msg_3", &cleo),
+                at(3, 10),
+                1,
+            ),
+        ];
+        let forged = event("evt_7", "bounced", at(1, 20), "msg_2", &ben);
+        let (body_forged, looks) = body(&forged, None, 0);
+        hooks.push(Hook {
+            label: "evt_7".to_string(),
+            nature: Nature::Forged,
+            event: Some(forged),
+            looks,
+            body: body_forged,
+            signing: Signing::Forged,
+            at: at(1, 30),
+            down: false,
+            lag_s: 0,
+        });
+        let old = event("evt_0", "complained", at(0, 0) - 3 * DAY, "msg_0", &cleo);
+        let (body_old, looks) = body(&old, None, 0);
+        hooks.push(Hook {
+            label: "evt_0".to_string(),
+            nature: Nature::Replayed,
+            event: Some(old),
+            looks,
+            body: body_old,
+            signing: Signing::Replayed {
+                signed_at_ms: -3 * DAY + 20 * SECOND,
+            },
+            at: at(1, 40),
+            down: false,
+            lag_s: 0,
+        });
+        hooks.push(bad("evt_x1", 0, &cleo, at(3, 30)));
+        hooks.sort_by_key(|h| h.at);
+        let mut messages = first;
+        messages.extend(later);
+        Batch {
+            seed: None,
+            title: "the chapter's batch",
+            messages,
+            hooks,
+            rounds: vec![at(5, 45)],
+            outage: None,
+            provider: ProviderScript::default(),
+            end: 7 * MINUTE,
+        }
+    }
+
+    /// A forged copy of a real bounce, with the real event's id, comes a
+    /// minute before it; a complaint comes while the endpoint is down, and
+    /// is taken when the provider sends it again, five minutes later.
+    fn second() -> Batch {
+        let eli = address("eli");
+        let fay = address("fay");
+        let bounce = event("evt_1", "bounced", at(0, 20), "msg_1", &eli);
+        let (copy, looks) = body(&bounce, None, 1);
+        let forged = Hook {
+            label: "evt_f1".to_string(),
+            nature: Nature::Forged,
+            event: Some(bounce.clone()),
+            looks,
+            body: copy,
+            signing: Signing::Forged,
+            at: at(0, 30),
+            down: false,
+            lag_s: 0,
+        };
+        let mut complaint = genuine(
+            event("evt_2", "complained", at(0, 40), "msg_2", &fay),
+            at(1, 40),
+            0,
+        );
+        complaint.down = true;
+        let message = |id: &str, to: &str, at: i64| Message {
+            id: id.to_string(),
+            to: to.to_string(),
+            at,
+        };
+        Batch {
+            seed: None,
+            title: "a forged copy before a bounce, a complaint while the endpoint is down",
+            messages: vec![
+                message("msg_1", &eli, 0),
+                message("msg_2", &fay, 0),
+                message("msg_3", &eli, at(2, 20)),
+                message("msg_4", &fay, at(7, 10)),
+            ],
+            hooks: vec![forged, genuine(bounce, at(1, 30), 2), complaint],
+            rounds: vec![at(6, 45)],
+            outage: Some((at(1, 35), at(4, 0))),
+            provider: ProviderScript::default(),
+            end: 9 * MINUTE,
+        }
+    }
+
+    /// A scenario drawn from `seed` over the chapter's whole world.
+    fn generated(seed: u64) -> Batch {
+        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 11);
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let people: Vec<String> = names[..rng.between(2, 4) as usize]
+            .iter()
+            .map(|n| address(n))
+            .collect();
+        let mut messages: Vec<Message> = (1..=rng.between(2, 4))
+            .map(|i| Message {
+                id: format!("msg_{i}"),
+                to: rng.pick(&people).clone(),
+                at: 0,
+            })
+            .collect();
+        // What the provider reports on the first emails, sent at 0:00.
+        let mut hooks = Vec::new();
+        let mut number = 0;
+        let mut stamp = 0;
+        for m in messages.clone() {
+            let kinds: &[&'static str] = match rng.between(0, 4) {
+                0 => &["delivered"],
+                1 => &["bounced"],
+                2 => &["delivered", "complained"],
+                3 => &["delivered", "bounced"],
+                _ => &[],
+            };
+            let mut occurred = rng.between(3, 30) as i64 * SECOND;
+            for &kind in kinds {
+                number += 1;
+                // Distinct provider times for every event of the scenario.
+                stamp += 1;
+                occurred += stamp;
+                let event = event(&format!("evt_{number}"), kind, occurred, &m.id, &m.to);
+                let arrives = occurred + rng.between(1, 300) as i64 * SECOND;
+                let arrives = if arrives % MINUTE == 0 {
+                    arrives + 7 * SECOND
+                } else {
+                    arrives
+                };
+                let style = rng.between(0, 2);
+                let shuffled = rng.between(0, 1) == 0;
+                let (body, looks) = if shuffled {
+                    body(&event, Some(&mut rng), style)
+                } else {
+                    body(&event, None, style)
+                };
+                // Signed when it was queued, up to five minutes before it
+                // comes, never before the event; or by a clock that runs
+                // up to five minutes ahead.
+                let waited = (arrives - event.occurred) / SECOND;
+                let lag_s = match *rng.pick(&[0, 0, 0, 30, 170, 300, -40, -300]) {
+                    lag if lag > 0 => lag.min(waited),
+                    lag => lag,
+                };
+                hooks.push(Hook {
+                    label: event.id.clone(),
+                    nature: Nature::Genuine,
+                    event: Some(event),
+                    looks,
+                    body,
+                    signing: Signing::Genuine,
+                    at: arrives,
+                    down: false,
+                    lag_s,
+                });
+                occurred += rng.between(10, 60) as i64 * SECOND;
+            }
+        }
+        let genuine: Vec<Hook> = hooks.clone();
+        // The provider sends some twice.
+        if !genuine.is_empty() && rng.between(0, 2) == 0 {
+            let mut again = rng.pick(&genuine).clone();
+            again.at += rng.between(1, 4) as i64 * MINUTE;
+            again.looks = format!("{}, sent twice", again.looks);
+            hooks.push(again);
+        }
+        let warned: Vec<String> = genuine
+            .iter()
+            .filter_map(|h| h.event.as_ref())
+            .filter(|e| e.suppresses())
+            .map(|e| e.to.clone())
+            .collect();
+        let innocent: Vec<&String> = people.iter().filter(|p| !warned.contains(p)).collect();
+        // Forged: a bounce for someone nothing bounced, or a copy of a
+        // genuine event, made up before it comes.
+        for f in 0..rng.between(0, 2) {
+            let label = format!("evt_f{}", f + 1);
+            let copy = rng.between(0, 1) == 0 && !genuine.is_empty();
+            let (event, when) = if copy || innocent.is_empty() {
+                let Some(h) = genuine.get(rng.between(0, genuine.len().max(1) as u64 - 1) as usize)
+                else {
+                    continue;
+                };
+                let e = h.event.clone().expect("genuine hooks have events");
+                let when = (h.at - rng.between(10, 50) as i64 * SECOND).max(at(0, 2));
+                (e, when)
+            } else {
+                let to = (*rng.pick(&innocent)).clone();
+                let message = messages
+                    .iter()
+                    .find(|m| m.to == to)
+                    .map(|m| m.id.clone())
+                    .unwrap_or_else(|| "msg_0".to_string());
+                let kind = *rng.pick(&["bounced", "complained"]);
+                let occurred = rng.between(60, 300) as i64 * SECOND + 1;
+                let when = occurred + rng.between(5, 50) as i64 * SECOND;
+                (event(&label, kind, occurred, &message, &to), when)
+            };
+            let (body, looks) = body(&event, None, rng.between(0, 2));
+            hooks.push(Hook {
+                label,
+                nature: Nature::Forged,
+                event: Some(event),
+                looks,
+                body,
+                signing: Signing::Forged,
+                at: if when % MINUTE == 0 {
+                    when + SECOND
+                } else {
+                    when
+                },
+                down: false,
+                lag_s: 0,
+            });
+        }
+        // Replayed: an old bounce or complaint, captured days ago, or a
+        // genuine event of this scenario sent again well after it came.
+        for r in 0..rng.between(0, 2) {
+            let label = format!("evt_r{}", r + 1);
+            let recent = rng.between(0, 1) == 0 && !genuine.is_empty();
+            let (event, signed_at, when) = if recent || innocent.is_empty() {
+                let Some(h) = genuine.get(rng.between(0, genuine.len().max(1) as u64 - 1) as usize)
+                else {
+                    continue;
+                };
+                let e = h.event.clone().expect("genuine hooks have events");
+                (e, h.at, h.at + rng.between(6, 10) as i64 * MINUTE)
+            } else {
+                let to = (*rng.pick(&innocent)).clone();
+                let days = rng.between(1, 4) as i64 * DAY;
+                let kind = *rng.pick(&["bounced", "complained"]);
+                let e = event(&format!("evt_old{}", r + 1), kind, -days, "msg_0", &to);
+                let when = rng.between(1, 8) as i64 * MINUTE + 25 * SECOND;
+                (e, -days + 30 * SECOND, when)
+            };
+            let (body, looks) = body(&event, None, rng.between(0, 2));
+            hooks.push(Hook {
+                label,
+                nature: Nature::Replayed,
+                event: Some(event),
+                looks,
+                body,
+                signing: Signing::Replayed {
+                    signed_at_ms: signed_at,
+                },
+                at: when,
+                down: false,
+                lag_s: 0,
+            });
+        }
+        for b in 0..rng.between(0, 2) {
+            let to = rng.pick(&people).clone();
+            let when = rng.between(1, 9) as i64 * MINUTE + 35 * SECOND;
+            hooks.push(bad(
+                &format!("evt_x{}", b + 1),
+                rng.between(0, 4),
+                &to,
+                when,
+            ));
+        }
+        // Emails queued later, between wake-ups: after a bounce some of them
+        // must not go.
+        let first = messages.len();
+        for i in 0..rng.between(2, 4) {
+            messages.push(Message {
+                id: format!("msg_{}", first as u64 + i + 1),
+                to: rng.pick(&people).clone(),
+                at: at(rng.between(1, 12) as i64, rng.between(10, 50) as i64),
+            });
+        }
+        // Sometimes the endpoint is down for a few minutes.
+        let outage = (rng.between(0, 1) == 0).then(|| {
+            let from = rng.between(1, 5) as i64 * MINUTE;
+            (from, from + rng.between(2, 4) as i64 * MINUTE)
+        });
+        if let Some((from, to)) = outage {
+            for h in hooks.iter_mut().filter(|h| (from..to).contains(&h.at)) {
+                h.down = true;
+            }
+        }
+        // The provider's side of sending: sometimes down for minutes while
+        // later emails go out (chapter 5's backoff), and one more person,
+        // who gets only a later email, whose address it refuses for good,
+        // rate-limits once, or fails twice.
+        let mut provider = ProviderScript::default();
+        if rng.between(0, 1) == 0 {
+            // Over by 13:30, so that a third failure's five minutes end
+            // before the batch does.
+            let from = rng.between(4, 8) as i64 * MINUTE + 30 * SECOND;
+            provider.outages = vec![(from, from + rng.between(1, 5) as i64 * MINUTE)];
+        }
+        {
+            let gus = address("gus");
+            // By the seed, so that any three seeds in a row try all three.
+            match seed % 3 {
+                0 => provider.rejected.push(gus.clone()),
+                1 => provider.rate_limited.push((gus.clone(), 1, 90)),
+                _ => provider.flaky.push((gus.clone(), 2)),
+            }
+            let number = messages.len() + 1;
+            messages.push(Message {
+                id: format!("msg_{number}"),
+                to: gus,
+                at: at(rng.between(2, 8) as i64, rng.between(10, 50) as i64),
+            });
+        }
+        hooks.sort_by_key(|h| h.at);
+        Batch {
+            seed: Some(seed),
+            title: "",
+            messages,
+            hooks,
+            rounds: vec![at(12, 45), at(16, 45), at(17, 45)],
+            outage,
+            provider,
+            end: 19 * MINUTE,
+        }
+    }
+
+    fn name(&self) -> String {
+        match self.seed {
+            None => self.title.to_string(),
+            Some(seed) => format!("random batch (seed {seed})"),
+        }
+    }
+
+    /// The steps that carry the clock from `from` to `to`: the dispatcher
+    /// wakes at every whole minute in between, and at `from` if it is one.
+    fn pass(from: i64, to: i64) -> Vec<Step> {
+        if to <= from {
+            return Vec::new();
+        }
+        let first = (from + MINUTE - 1).div_euclid(MINUTE) * MINUTE;
+        if first >= to {
+            return vec![advance(to - from)];
+        }
+        let mut steps = Vec::new();
+        if first > from {
+            steps.push(advance(first - from));
+        }
+        steps.push(
+            Schedule {
+                until_ms: to,
+                jobs: vec![Job {
+                    op: "dispatch".to_string(),
+                    every_ms: WAKE_UP,
+                }],
+            }
+            .step(),
+        );
+        steps
+    }
+
+    fn steps(&self) -> Vec<Step> {
+        let mut due: Vec<(i64, Step)> = Vec::new();
+        for m in &self.messages {
+            let input = serde_json::json!({ "id": m.id, "to": m.to, "text": m.text() });
+            due.push((m.at, Step::with("enqueue", input, &m.id)));
+        }
+        for h in &self.hooks {
+            due.push((h.at, h.delivery().step(ENDPOINT)));
+        }
+        for &r in &self.rounds {
+            due.push((r, webhook::redeliver(ENDPOINT)));
+        }
+        due.sort_by_key(|(at, _)| *at);
+        let mut steps = Vec::new();
+        let mut now = 0;
+        for (at, step) in due {
+            steps.extend(Batch::pass(now, at));
+            now = now.max(at);
+            steps.push(step);
+        }
+        steps.extend(Batch::pass(now, self.end));
+        steps
+    }
+
+    fn plans(&self, dir: &Path) -> Vec<Plan> {
+        vec![Plan {
+            dir: dir.to_path_buf(),
+            process: 1,
+            steps: self.steps(),
+            provider: self.provider.clone(),
+            seed: self.seed.unwrap_or(0),
+            ..Plan::default()
+        }]
+    }
+
+    /// The genuine events, each once.
+    fn genuine(&self) -> Vec<&Event> {
+        let mut seen: Vec<&Event> = Vec::new();
+        for h in self.hooks.iter().filter(|h| h.nature == Nature::Genuine) {
+            if let Some(e) = &h.event {
+                if !seen.iter().any(|s| s.id == e.id) {
+                    seen.push(e);
+                }
+            }
+        }
+        seen
+    }
+
+    /// The latest genuine event about `message`, by the provider's clock.
+    fn latest(&self, message: &str) -> Option<&Event> {
+        self.genuine()
+            .into_iter()
+            .filter(|e| e.message == message)
+            .max_by_key(|e| e.occurred)
+    }
+}
+
+fn advance(ms: i64) -> Step {
+    Step {
+        op: ADVANCE.to_string(),
+        input: Value::from(ms),
+        subject: None,
+    }
+}
+
+/// Simulated time as a clock reads it: `5:36`.
+fn clock(ms: i64) -> String {
+    let s = ms.div_euclid(SECOND);
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+/// One outbox row as it was left.
+#[derive(Clone, Debug)]
+struct Left {
+    message: String,
+    status: String,
+    delivery: String,
+    error: String,
+}
+
+/// What one scenario left behind.
+struct Played {
+    batch: Batch,
+    exits: Vec<Exit>,
+    history: History,
+    answered: Vec<Answered>,
+    rows: Vec<Left>,
+    unreadable: Option<String>,
+}
+
+impl Played {
+    fn trouble(&self) -> Option<String> {
+        if let Some(exit) = self.exits.iter().find(|e| **e != Exit::Finished) {
+            return Some(format!("the service {}", exit.describe()));
+        }
+        self.unreadable.clone()
+    }
+
+    fn answers(&self, label: &str) -> Vec<&Answered> {
+        self.answered.iter().filter(|a| a.event == label).collect()
+    }
+
+    /// When the endpoint first took `label`, if it did.
+    fn taken(&self, label: &str) -> Option<i64> {
+        self.answers(label)
+            .into_iter()
+            .find(|a| a.accepted())
+            .map(|a| a.at_ms)
+    }
+
+    fn row(&self, message: &str) -> Option<&Left> {
+        self.rows.iter().find(|r| r.message == message)
+    }
+
+    /// The emails that reached people: (simulated time, recipient, text).
+    fn emails(&self) -> Vec<(i64, String, String)> {
+        self.history
+            .emails()
+            .map(|d| (d.at_ms, d.recipient.clone(), d.body.clone()))
+            .collect()
+    }
+
+    fn sent(&self, m: &Message) -> Vec<i64> {
+        let text = m.text();
+        self.emails()
+            .into_iter()
+            .filter(|(_, to, body)| *to == m.to && *body == text)
+            .map(|(at, _, _)| at)
+            .collect()
+    }
+}
+
+fn answer(a: &Answered) -> String {
+    match a.status {
+        Some(s) => format!("{s}"),
+        None => "no answer".to_string(),
+    }
+}
+
+fn play(case: &Case, batch: &Batch) -> Result<Played> {
+    let dir = scenario_dir()?;
+    let mut exits = Vec::new();
+    for plan in batch.plans(dir.path()) {
+        let exit = case.start(&plan)?;
+        let stop = exit != Exit::Finished;
+        exits.push(exit);
+        if stop {
+            break;
+        }
+    }
+    let history = History::read(dir.path())?;
+    let answered = webhook::read(dir.path())?;
+    let (rows, unreadable) = match read_left(dir.path()) {
+        Ok(rows) => (rows, None),
+        Err(err) => (
+            Vec::new(),
+            Some(format!("the outbox could not be read: {err:#}")),
+        ),
+    };
+    Ok(Played {
+        batch: batch.clone(),
+        exits,
+        history,
+        answered,
+        rows,
+        unreadable,
+    })
+}
+
+/// The outbox as it was left, by message.
+fn read_left(dir: &Path) -> Result<Vec<Left>> {
+    if !dir.join(APP_DB).exists() {
+        return Ok(Vec::new());
+    }
+    let statuses = read_pairs(
+        dir,
+        "SELECT message, status || '|' || coalesce(delivery, '') || '|' || coalesce(last_error, '')
+           FROM outbox ORDER BY id",
+    )?;
+    Ok(statuses
+        .into_iter()
+        .map(|(message, rest)| {
+            let mut parts = rest.splitn(3, '|');
+            let status = parts.next().unwrap_or("").to_string();
+            let delivery = parts.next().unwrap_or("").to_string();
+            let error = parts.next().unwrap_or("").to_string();
+            Left {
+                message,
+                status,
+                delivery,
+                error,
+            }
+        })
+        .collect())
+}
+
+/// `notify run 11`: the chapter's batch, told as a story.
+fn run(case: &Case) -> Result<String> {
+    let batch = Batch::chapter();
+    let played = play(case, &batch)?;
+    let mut out = String::from(
+        "4 emails at 0:00, 4 more from 1:05; the dispatcher wakes every minute\n\
+         the provider's webhooks, as they arrive (it sends again what gets no 2xx at 5:45)\n\n",
+    );
+    out.push_str(&format!(
+        "  {:<6}{:<8}{:<34}{:<16}{}\n",
+        "at", "event", "says", "signed by", "answer"
+    ));
+    for a in &played.answered {
+        let Some(h) = batch.hooks.iter().find(|h| h.label == a.event) else {
+            continue;
+        };
+        let signed = match h.nature {
+            Nature::Genuine | Nature::Malformed => "the provider",
+            Nature::Forged => "not the secret",
+            Nature::Replayed => "3 days ago",
+        };
+        out.push_str(&format!(
+            "  {:<6}{:<8}{:<34}{:<16}{}\n",
+            clock(a.at_ms),
+            a.event,
+            h.said(),
+            signed,
+            answer(a)
+        ));
+    }
+    out.push_str(&format!(
+        "\n  {:<8}{:<18}{:<9}{:<9}{}\n",
+        "message", "to", "sent", "status", "provider says"
+    ));
+    for m in &batch.messages {
+        let sent: Vec<String> = played.sent(m).iter().map(|&t| clock(t)).collect();
+        let sent = if sent.is_empty() {
+            "-".to_string()
+        } else {
+            sent.join(", ")
+        };
+        let (status, said) = match played.row(&m.id) {
+            Some(r) => (r.status.clone(), r.delivery.clone()),
+            None => ("-".to_string(), String::new()),
+        };
+        let said = if said.is_empty() {
+            "-".to_string()
+        } else {
+            said
+        };
+        out.push_str(&format!(
+            "  {:<8}{:<18}{:<9}{:<9}{}\n",
+            m.id, m.to, sent, status, said
+        ));
+    }
+    let after = suppressed(&played).len();
+    let believed = played
+        .answered
+        .iter()
+        .filter(|a| a.accepted())
+        .filter(|a| {
+            batch.hooks.iter().any(|h| {
+                h.label == a.event && matches!(h.nature, Nature::Forged | Nature::Replayed)
+            })
+        })
+        .count();
+    let overwritten = ordered(&played).len();
+    let crashed = malformed_lines(&played).len();
+    out.push_str(&format!(
+        "\nemails after a bounce or complaint was taken: {after}\n\
+         forged or replayed webhooks taken: {believed}\n\
+         statuses not the latest by the provider's clock: {overwritten}\n\
+         unreadable requests answered with a 5xx: {crashed}\n"
+    ));
+    if let Some(trouble) = played.trouble() {
+        out.push_str(&format!("\n{trouble}\n"));
+    }
+    Ok(out)
+}
+
+/// Emails sent to an address after its bounce or complaint was taken.
+fn suppressed(played: &Played) -> Vec<String> {
+    let mut lines = Vec::new();
+    for e in played
+        .batch
+        .genuine()
+        .into_iter()
+        .filter(|e| e.suppresses())
+    {
+        let Some(taken) = played.taken(&e.id) else {
+            continue;
+        };
+        for (at, to, body) in played.emails() {
+            if to == e.to && at >= taken {
+                lines.push(format!(
+                    "{to} got {body:?} at {}, though its {} ({}) was taken at {}.",
+                    clock(at),
+                    e.kind,
+                    e.id,
+                    clock(taken)
+                ));
+            }
+        }
+    }
+    lines.sort();
+    lines.dedup();
+    lines
+}
+
+/// What forged and replayed webhooks changed.
+fn forged(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let warned: Vec<&String> = batch
+        .genuine()
+        .into_iter()
+        .filter(|e| e.suppresses())
+        .map(|e| &e.to)
+        .collect();
+    let mut lines = Vec::new();
+    for h in batch
+        .hooks
+        .iter()
+        .filter(|h| matches!(h.nature, Nature::Forged | Nature::Replayed))
+    {
+        let Some(e) = &h.event else { continue };
+        let how = match h.nature {
+            Nature::Forged => "forged",
+            _ => "replayed",
+        };
+        if e.suppresses() && !warned.contains(&&e.to) {
+            for m in batch.messages.iter().filter(|m| m.to == e.to) {
+                if played.sent(m).is_empty() {
+                    lines.push(format!(
+                        "{} to {} never went, though only a {how} {} ({}) named that address.",
+                        m.id, e.to, e.kind, h.label
+                    ));
+                }
+            }
+        }
+        let Some(row) = played.row(&e.message) else {
+            continue;
+        };
+        let genuine_kind = batch
+            .genuine()
+            .iter()
+            .any(|g| g.message == e.message && g.kind == e.kind);
+        if row.delivery == e.kind && !genuine_kind {
+            lines.push(format!(
+                "{} ends {}, as only a {how} webhook ({}) says.",
+                e.message, row.delivery, h.label
+            ));
+        }
+    }
+    lines.sort();
+    lines.dedup();
+    lines
+}
+
+/// Genuine webhooks refused, or never taken.
+fn accepted(played: &Played) -> Vec<String> {
+    let mut lines = Vec::new();
+    let batch = &played.batch;
+    for e in batch.genuine() {
+        let answers = played.answers(&e.id);
+        let genuine_answers: Vec<&&Answered> = answers
+            .iter()
+            .filter(|a| a.signing == Signing::Genuine)
+            .collect();
+        let looks = batch
+            .hooks
+            .iter()
+            .find(|h| h.label == e.id && h.nature == Nature::Genuine)
+            .map(|h| h.looks.clone())
+            .unwrap_or_default();
+        if let Some(refused) = genuine_answers
+            .iter()
+            .find(|a| a.status.is_some_and(|s| (400..500).contains(&s)))
+        {
+            lines.push(format!(
+                "{} ({} {}, {looks}) got {} at {}: {}",
+                e.id,
+                e.kind,
+                e.message,
+                answer(refused),
+                clock(refused.at_ms),
+                refused.reason
+            ));
+        } else if !genuine_answers.iter().any(|a| a.accepted()) {
+            lines.push(format!(
+                "{} ({} {}) was never taken.",
+                e.id, e.kind, e.message
+            ));
+        }
+    }
+    lines
+}
+
+/// Messages whose status is not the latest by the provider's clock.
+fn ordered(played: &Played) -> Vec<String> {
+    let batch = &played.batch;
+    let mut lines = Vec::new();
+    for m in &batch.messages {
+        let Some(latest) = batch.latest(&m.id) else {
+            continue;
+        };
+        let Some(row) = played.row(&m.id) else {
+            continue;
+        };
+        if row.delivery == latest.kind {
+            continue;
+        }
+        // A status only a forged or replayed webhook gave is judged there.
+        let made_up = batch.hooks.iter().any(|h| {
+            matches!(h.nature, Nature::Forged | Nature::Replayed)
+                && h.event
+                    .as_ref()
+                    .is_some_and(|e| e.message == m.id && e.kind == row.delivery)
+        });
+        if made_up {
+            continue;
+        }
+        let said = if row.delivery.is_empty() {
+            "no status".to_string()
+        } else {
+            row.delivery.clone()
+        };
+        lines.push(format!(
+            "{} ends with {said}, but the provider's latest is {} at {} ({}, came at {}).",
+            m.id,
+            latest.kind,
+            clock(latest.occurred),
+            latest.id,
+            batch
+                .hooks
+                .iter()
+                .find(|h| h.label == latest.id)
+                .map(|h| clock(h.at))
+                .unwrap_or_default()
+        ));
+    }
+    lines
+}
+
+/// Unreadable requests that got a 5xx, a 2xx, or no answer.
+fn malformed_lines(played: &Played) -> Vec<String> {
+    let mut lines = Vec::new();
+    for h in played
+        .batch
+        .hooks
+        .iter()
+        .filter(|h| h.nature == Nature::Malformed)
+    {
+        for a in played.answers(&h.label).into_iter().filter(|a| a.reached()) {
+            let fine = a.status.is_some_and(|s| (400..500).contains(&s));
+            if !fine {
+                lines.push(format!(
+                    "{} ({}) got {} at {}: {}",
+                    h.label,
+                    h.looks,
+                    answer(a),
+                    clock(a.at_ms),
+                    a.reason
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// The first failure of a property, in the order the scenarios were played.
+struct Finding {
+    evidence: String,
+    scenario: String,
+    details: Vec<String>,
+    seed: Option<u64>,
+}
+
+fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) -> Option<Finding> {
+    let mut total = 0;
+    let mut found = None;
+    for p in played {
+        if let Some(trouble) = p.trouble() {
+            return Some(Finding {
+                evidence: "the case did not finish".to_string(),
+                scenario: format!("{}: {trouble}", p.batch.name()),
+                details: Vec::new(),
+                seed: p.batch.seed,
+            });
+        }
+        let lines = judge(p);
+        total += lines.len();
+        if found.is_none() && !lines.is_empty() {
+            found = Some((p, lines));
+        }
+    }
+    found.map(|(p, lines)| Finding {
+        evidence: format!("{total} {what}"),
+        scenario: format!("{}:", p.batch.name()),
+        details: lines.into_iter().take(6).collect(),
+        seed: p.batch.seed,
+    })
+}
+
+fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
+    let Some(f) = finding else {
+        return Verdict::pass(property, pass_evidence);
+    };
+    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
+    verdict.seed = f.seed;
+    verdict
+}
+
+fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    let mut batches = vec![Batch::chapter(), Batch::second()];
+    batches.extend(
+        options
+            .seeds
+            .iter()
+            .map(|&s| Batch::generated(s.wrapping_add(1000))),
+    );
+    let played: Vec<Played> = in_parallel(&batches, |b| play(case, b))
+        .into_iter()
+        .collect::<Result<_>>()?;
+    let processes: usize = played.iter().map(|p| p.exits.len()).sum();
+    let count = |f: &dyn Fn(&Played) -> usize| -> usize { played.iter().map(f).sum() };
+    let bounces = count(&|p| p.batch.genuine().iter().filter(|e| e.suppresses()).count());
+    let fakes = count(&|p| {
+        p.batch
+            .hooks
+            .iter()
+            .filter(|h| matches!(h.nature, Nature::Forged | Nature::Replayed))
+            .count()
+    });
+    let genuine = count(&|p| p.batch.genuine().len());
+    let messages = count(&|p| p.batch.messages.len());
+    let unreadable = count(&|p| {
+        p.batch
+            .hooks
+            .iter()
+            .filter(|h| h.nature == Nature::Malformed)
+            .count()
+    });
+    let mut verdicts = vec![
+        judge(
+            SUPPRESSED,
+            format!("{bounces} bounces and complaints, no email after any was taken"),
+            first(&played, suppressed, "emails after a bounce or complaint"),
+        ),
+        judge(
+            FORGED,
+            format!("{fakes} forged or replayed webhooks, none changed anything"),
+            first(
+                &played,
+                forged,
+                "changes made by forged or replayed webhooks",
+            ),
+        ),
+        judge(
+            ACCEPTED,
+            format!("{genuine} genuine events, each taken"),
+            first(&played, accepted, "genuine events refused or never taken"),
+        ),
+        judge(
+            ORDERED,
+            format!("{messages} messages, each with the provider's latest status"),
+            first(&played, ordered, "messages not at their latest status"),
+        ),
+        judge(
+            MALFORMED,
+            format!("{unreadable} unreadable requests, each answered with a 4xx"),
+            first(
+                &played,
+                malformed_lines,
+                "unreadable requests not answered 4xx",
+            ),
+        ),
+    ];
+    let explored = explore(
+        &Generated,
+        "11",
+        case,
+        options.reference.as_ref(),
+        options.budget,
+    )?;
+    verdicts.extend(explored.verdicts);
+    Ok(Checked {
+        verdicts,
+        processes: processes + explored.processes,
+    })
+}
+
+/// Chapter 11's world for the explorer: a few emails, the provider's
+/// reports on them arriving late, out of order and some twice, forged and
+/// replayed ones, unreadable ones, sometimes an endpoint down for minutes,
+/// and the provider's rounds of sending again. Faults: a crash after any
+/// commit of `enqueue` and of the endpoint, and a failing commit of the
+/// endpoint (it answers 500, and the provider sends the event again).
+struct Generated;
+
+impl Explorer for Generated {
+    type Scenario = Batch;
+
+    fn generate(&self, seed: u64) -> Batch {
+        Batch::generated(seed)
+    }
+
+    fn plans(&self, batch: &Batch, dir: &Path) -> Vec<Plan> {
+        batch.plans(dir)
+    }
+
+    fn startup(&self) -> Vec<Step> {
+        Vec::new()
+    }
+
+    fn faults(&self) -> FaultModel {
+        FaultModel {
+            crash_after_commit: &["enqueue", ENDPOINT],
+            fail_commit: &[ENDPOINT],
+            crash_after_send: &[],
+            requests: &[],
+            keep_answers: false,
+        }
+    }
+
+    fn invariants(&self) -> Invariants {
+        Invariants {
+            told_once: true,
+            settled: true,
+            retry_gaps: &RETRY_GAPS,
+            orphaned_after: 0,
+        }
+    }
+
+    fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
+        let left = read_left(run.dir)?;
+        let answered = webhook::read(run.dir)?;
+        let mut fates = BTreeMap::new();
+        for m in &batch.messages {
+            let text = m.text();
+            let told = run
+                .history
+                .emails()
+                .filter(|d| d.recipient == m.to && d.body == text)
+                .count() as u32;
+            let state = match left.iter().find(|r| r.message == m.id) {
+                Some(r) if r.delivery.is_empty() => r.status.clone(),
+                Some(r) => format!("{}, {}", r.status, r.delivery),
+                None => "no row".to_string(),
+            };
+            // Chapter 5's rules fix how often the provider is tried, and
+            // when: compared without faults only.
+            let tries: Vec<String> = run
+                .history
+                .attempts("email")
+                .filter(|d| d.recipient == m.to && d.body == text)
+                .map(|d| clock(d.at_ms))
+                .collect();
+            let detail = match tries.len() {
+                0 => "never tried".to_string(),
+                _ => format!("tried at {}", tries.join(", ")),
+            };
+            fates.insert(
+                format!("{} to {}", m.id, m.to),
+                Fate {
+                    told,
+                    state,
+                    detail,
+                },
+            );
+        }
+        let mut labels: Vec<&String> = batch.hooks.iter().map(|h| &h.label).collect();
+        labels.dedup();
+        for label in labels {
+            let last = answered.iter().rev().find(|a| &a.event == label);
+            let state = match last.and_then(|a| a.status) {
+                Some(s) if (200..300).contains(&s) => "taken (2xx)",
+                Some(s) if (400..500).contains(&s) => "refused (4xx)",
+                Some(_) => "failed (5xx)",
+                None => "no answer",
+            };
+            fates.insert(
+                format!("webhook {label}"),
+                Fate {
+                    told: 0,
+                    state: state.to_string(),
+                    detail: String::new(),
+                },
+            );
+        }
+        let rows = left
+            .into_iter()
+            .map(|r| Row {
+                subject: format!("{} ({})", r.message, r.status),
+                status: r.status,
+                error: (!r.error.is_empty()).then_some(r.error),
+            })
+            .collect();
+        Ok(Observation { fates, rows })
+    }
+
+    /// Under a fault a bounce may be taken later than without it (its
+    /// request failed and came again): an email to that address in between
+    /// may go or not, so such emails are compared by their status only.
+    fn under_faults(&self, batch: &Batch, fates: BTreeMap<String, Fate>) -> BTreeMap<String, Fate> {
+        let warned: Vec<String> = batch
+            .genuine()
+            .into_iter()
+            .filter(|e| e.suppresses())
+            .map(|e| format!(" to {}", e.to))
+            .collect();
+        fates
+            .into_iter()
+            .map(|(subject, fate)| {
+                if warned.iter().any(|w| subject.ends_with(w.as_str())) {
+                    let state = fate.state.split(", ").nth(1).unwrap_or("").to_string();
+                    (
+                        subject,
+                        Fate {
+                            told: 0,
+                            state,
+                            detail: String::new(),
+                        },
+                    )
+                } else {
+                    (subject, fate)
+                }
+            })
+            .collect()
+    }
+
+    fn shrink(&self, batch: &Batch) -> Vec<Batch> {
+        let mut smaller = Vec::new();
+        if batch.provider != ProviderScript::default() {
+            smaller.push(Batch {
+                provider: ProviderScript::default(),
+                ..batch.clone()
+            });
+        }
+        if batch.outage.is_some() {
+            let mut b = batch.clone();
+            b.outage = None;
+            for h in &mut b.hooks {
+                h.down = false;
+            }
+            smaller.push(b);
+        }
+        for i in 0..batch.hooks.len() {
+            let mut hooks = batch.hooks.clone();
+            hooks.remove(i);
+            smaller.push(Batch {
+                hooks,
+                ..batch.clone()
+            });
+        }
+        for (i, m) in batch.messages.iter().enumerate() {
+            let named = batch
+                .hooks
+                .iter()
+                .any(|h| h.event.as_ref().is_some_and(|e| e.message == m.id));
+            if !named && batch.messages.len() > 1 {
+                let mut messages = batch.messages.clone();
+                messages.remove(i);
+                smaller.push(Batch {
+                    messages,
+                    ..batch.clone()
+                });
+            }
+        }
+        smaller
+    }
+
+    fn describe(&self, batch: &Batch) -> String {
+        let messages: Vec<String> = batch
+            .messages
+            .iter()
+            .map(|m| format!("{} to {} at {}", m.id, m.to, clock(m.at)))
+            .collect();
+        let hooks: Vec<String> = batch
+            .hooks
+            .iter()
+            .map(|h| {
+                let nature = match h.nature {
+                    Nature::Genuine => "",
+                    Nature::Forged => "forged ",
+                    Nature::Replayed => "replayed ",
+                    Nature::Malformed => "unreadable: ",
+                };
+                let down = if h.down { ", endpoint down" } else { "" };
+                format!("{} {nature}{} at {}{down}", h.label, h.said(), clock(h.at))
+            })
+            .collect();
+        let hooks = if hooks.is_empty() {
+            "no webhooks".to_string()
+        } else {
+            format!("webhooks: {}", hooks.join(", "))
+        };
+        let mut text = format!("{}; {hooks}", messages.join(", "));
+        if let Some((from, to)) = batch.outage {
+            text.push_str(&format!("; endpoint down {} to {}", clock(from), clock(to)));
+        }
+        let p = &batch.provider;
+        for (from, to) in &p.outages {
+            text.push_str(&format!(
+                "; provider down {} to {}",
+                clock(*from),
+                clock(*to)
+            ));
+        }
+        for to in &p.rejected {
+            text.push_str(&format!("; provider refuses {to}"));
+        }
+        for (to, n, s) in &p.rate_limited {
+            text.push_str(&format!(
+                "; provider answers {to} 429 {n}x, retry after {s} s"
+            ));
+        }
+        for (to, n) in &p.flaky {
+            text.push_str(&format!("; provider fails {to} {n}x"));
+        }
+        text
+    }
+}
