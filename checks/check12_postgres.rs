@@ -38,7 +38,7 @@ pub const CHAPTER: Chapter = Chapter {
 };
 
 /// FNV-1a of cases/case12_postgres.rs as shipped.
-const SHIPPED_HASH: u64 = 0x433c_69dd_4360_2d4d;
+const SHIPPED_HASH: u64 = 0xa32b_f6ba_cf8c_7657;
 
 const TOLD_ONCE: &str = "nobody is told twice";
 const NOTHING_LOST: &str =

@@ -136,7 +136,7 @@ impl Email {
             .next()
             .and_then(|n| n.parse().ok())
             .unwrap_or(1);
-        let every = |k: u32| k > 0 && n % k == 0;
+        let every = |k: u32| k > 0 && n.is_multiple_of(k);
         if every(self.plan.refuse_every) {
             return Err(SendError::Rejected(format!("422 {to}: no such mailbox")));
         }
