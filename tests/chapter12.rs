@@ -125,10 +125,10 @@ mod on_postgres {
         server();
         let out = common::notify(&["run", "12", "--solution"]);
         let text = stdout(&out);
+        // 350 sends, or a few more when a loaded machine makes a batch
+        // outlast the sweep's threshold: none of them in a transaction.
         assert!(
-            text.contains(
-                "sends made while the relay's connection was idle in transaction: 0 of 350"
-            ),
+            text.contains("sends made while the relay's connection was idle in transaction: 0 of "),
             "{text}"
         );
     }
