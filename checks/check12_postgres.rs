@@ -38,7 +38,7 @@ pub const CHAPTER: Chapter = Chapter {
 };
 
 /// FNV-1a of cases/case12_postgres.rs as shipped.
-const SHIPPED_HASH: u64 = 0xa32b_f6ba_cf8c_7657;
+const SHIPPED_HASH: u64 = 0x061e_3d12_04d0_3a70;
 
 const TOLD_ONCE: &str = "nobody is told twice";
 const NOTHING_LOST: &str =
@@ -46,6 +46,8 @@ const NOTHING_LOST: &str =
 const ONE_CLAIM: &str = "no row is sent by two live relays";
 const FASTER: &str = "4 relays deliver at least 1.8× as fast as one";
 const SHORT_CLAIM: &str = "no transaction is open during a send";
+const BREAKER: &str =
+    "chapter 7's breaker: while the provider is down, each relay sends about one probe per 300 ms";
 const RETRIES: &str = "chapter 5's retries: a failed send is tried again after its backoff, a refused one never, and the 4th failure is dead-lettered with its error";
 
 /// How much faster 4 relays must be than one.
@@ -87,6 +89,19 @@ const REFUSE_EVERY: u32 = 97;
 /// at every send: their mail server is down.
 const DOWN_EVERY: u32 = 61;
 
+/// In a kill play, the provider is down for everyone from this many ms
+/// after the relays start ...
+const OUTAGE_FROM_MS: u64 = 1300;
+/// ... for this long.
+const OUTAGE_MS: u64 = 1200;
+/// Chapter 7's breaker, scaled as every time here: it judges the sends of
+/// the last 600 ms (a minute), and stays open 300 ms (30 s) before a probe.
+const BREAKER_WINDOW_MS: u64 = 600;
+const OPEN_FOR_MS: u64 = 300;
+/// Sends a breaker needs in its window before it judges: a relay started
+/// during an outage makes this many before its breaker opens.
+const MIN_CALLS: u64 = 5;
+
 /// Every relay's plan but its name.
 fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
     RelayPlan {
@@ -102,6 +117,9 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         fail_one_in: if slow { FAIL_ONE_IN } else { 0 },
         refuse_every: if slow { REFUSE_EVERY } else { 0 },
         down_every: if slow { DOWN_EVERY } else { 0 },
+        outage_from_ms: if slow { OUTAGE_FROM_MS } else { 0 },
+        outage_ms: if slow { OUTAGE_MS } else { 0 },
+        play_start_ms: 0,
     }
 }
 
@@ -160,6 +178,13 @@ fn describe(play: &Play) -> String {
         text.push_str(&format!(
             "; one send in {} fails (503), every {}th address is refused, every {}th always fails",
             play.relay.fail_one_in, play.relay.refuse_every, play.relay.down_every
+        ));
+    }
+    if play.relay.outage_ms > 0 {
+        text.push_str(&format!(
+            "; the provider is down from {:.2} s for {:.2} s",
+            play.relay.outage_from_ms as f64 / 1000.0,
+            play.relay.outage_ms as f64 / 1000.0
         ));
     }
     text
@@ -333,6 +358,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         judge_faster(&plays),
         judge_short_claim(&plays),
         judge_retries(&plays),
+        judge_breaker(&plays),
     ];
     Ok(Checked {
         verdicts,
@@ -408,15 +434,10 @@ fn judge_nothing_lost(plays: &Plays) -> Verdict {
         }
     }
     let rows: u32 = plays.all().map(|(p, _, _)| p.rows).sum();
-    let dead: usize = plays
-        .all()
-        .map(|(_, d, _)| d.seen.rows.iter().filter(|r| r.status == "FAILED").count())
-        .sum();
     Verdict::pass(
         NOTHING_LOST,
         format!(
-            "{} rows delivered and SENT, {dead} dead-lettered, {} relays killed and started again",
-            rows as usize - dead,
+            "{rows} rows delivered and SENT or dead-lettered, {} relays killed and started again",
             killed(plays)
         ),
     )
@@ -705,8 +726,79 @@ fn judge_retries(plays: &Plays) -> Verdict {
     Verdict::pass(
         RETRIES,
         format!(
-            "every retry after its backoff; {} refused rows and {} rows out of attempts dead-lettered with their error",
-            totals[1], totals[2]
+            "in {} plays, every retry after its backoff, every refused row and every row out of attempts dead-lettered with its error",
+            plays.speed.len() + plays.kills.len()
+        ),
+    )
+}
+
+/// Relays that sent too much while the provider was down, once their
+/// breaker had had a window's time to open: (relay, sends, allowed, ms).
+fn breaker_faults(play: &Play, played: &Played) -> Vec<(String, usize, usize, u64)> {
+    if play.relay.outage_ms <= BREAKER_WINDOW_MS {
+        return Vec::new();
+    }
+    let from_ms = play.relay.outage_from_ms;
+    let down_from = played.began_us + (from_ms * 1000) as i64;
+    let judged_from = down_from + ((BREAKER_WINDOW_MS + 100) * 1000) as i64;
+    let until = down_from + (play.relay.outage_ms * 1000) as i64;
+    let span_ms = ((until - judged_from) / 1000) as u64;
+    // One probe per open spell, with slack for clocks and polling.
+    let probes = (span_ms as f64 / (OPEN_FOR_MS as f64 * 0.8)) as usize + 1;
+    let mut faults = Vec::new();
+    for life in &played.lives {
+        // A relay started during the outage begins with its breaker closed.
+        let allowed = if life.started_us > down_from {
+            probes + MIN_CALLS as usize + 1
+        } else {
+            probes
+        };
+        let sent = played
+            .seen
+            .requests
+            .iter()
+            .filter(|r| r.relay == life.me && r.at_us >= judged_from && r.at_us < until)
+            .count();
+        if sent > allowed {
+            faults.push((life.me.clone(), sent, allowed, span_ms));
+        }
+    }
+    faults
+}
+
+fn judge_breaker(plays: &Plays) -> Verdict {
+    let mut outages = 0;
+    for (p, d, seed) in plays.all() {
+        if p.relay.outage_ms > 0 {
+            outages += 1;
+        }
+        let faults = breaker_faults(p, d);
+        if let Some((me, sent, allowed, span)) = faults.first() {
+            let details = faults
+                .iter()
+                .take(4)
+                .map(|(me, sent, allowed, span)| {
+                    format!("{me} sent {sent} requests in the last {span} ms of the outage, at most {allowed} allowed: its breaker did not hold")
+                })
+                .collect();
+            return with_seed(
+                Verdict::fail(
+                    BREAKER,
+                    format!(
+                        "{me} sent {sent} requests in {span} ms while the provider was down (at most {allowed})"
+                    ),
+                    describe(p),
+                    details,
+                ),
+                seed,
+            );
+        }
+    }
+    Verdict::pass(
+        BREAKER,
+        format!(
+            "in {outages} outage{}, every relay held back once its breaker had had {BREAKER_WINDOW_MS} ms to open",
+            if outages == 1 { "" } else { "s" }
         ),
     )
 }

@@ -76,6 +76,16 @@ pub struct RelayPlan {
     /// send (their mail server is down for days; 0: none).
     #[serde(default)]
     pub down_every: u32,
+    /// The provider is down for everyone (a 503 at every send) from this
+    /// many ms after the play's start, for `outage_ms` (0: never).
+    #[serde(default)]
+    pub outage_from_ms: u64,
+    #[serde(default)]
+    pub outage_ms: u64,
+    /// When the play's relays first started, in ms since the UNIX epoch:
+    /// the outage is timed from it, whatever life a relay is in.
+    #[serde(default)]
+    pub play_start_ms: u64,
 }
 
 /// A case process's orders: which play, and its duty there.

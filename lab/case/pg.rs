@@ -136,6 +136,15 @@ impl Email {
             .next()
             .and_then(|n| n.parse().ok())
             .unwrap_or(1);
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let from = self.plan.play_start_ms + self.plan.outage_from_ms;
+        if self.plan.outage_ms > 0 && now_ms >= from && now_ms < from + self.plan.outage_ms {
+            return Err(SendError::Unavailable(
+                "503 service unavailable: the provider is down".to_string(),
+            ));
+        }
         let every = |k: u32| k > 0 && n.is_multiple_of(k);
         if every(self.plan.refuse_every) {
             return Err(SendError::Rejected(format!("422 {to}: no such mailbox")));
