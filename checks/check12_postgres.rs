@@ -93,13 +93,13 @@ const DOWN_EVERY: u32 = 61;
 /// after the relays start ...
 const OUTAGE_FROM_MS: u64 = 1300;
 /// ... for this long.
-const OUTAGE_MS: u64 = 1200;
+const OUTAGE_MS: u64 = 2000;
 /// Chapter 7's breaker, scaled as every time here: it judges the sends of
 /// the last 600 ms (a minute), and stays open 300 ms (30 s) before a probe.
 const BREAKER_WINDOW_MS: u64 = 600;
 const OPEN_FOR_MS: u64 = 300;
-/// Sends a breaker needs in its window before it judges: a relay started
-/// during an outage makes this many before its breaker opens.
+/// Sends a breaker needs in its window before it judges: a relay that had
+/// sent nothing lately makes this many in an outage before it opens.
 const MIN_CALLS: u64 = 5;
 
 /// Every relay's plan but its name.
@@ -732,35 +732,34 @@ fn judge_retries(plays: &Plays) -> Verdict {
     )
 }
 
-/// Relays that sent too much while the provider was down, once their
-/// breaker had had a window's time to open: (relay, sends, allowed, ms).
-fn breaker_faults(play: &Play, played: &Played) -> Vec<(String, usize, usize, u64)> {
+/// Relays that sent too often while the provider was down, once every
+/// send in their breaker's window had failed: (relay, gap in ms between two
+/// sends after the first few, when).
+fn breaker_faults(play: &Play, played: &Played) -> Vec<(String, f64, f64)> {
     if play.relay.outage_ms <= BREAKER_WINDOW_MS {
         return Vec::new();
     }
-    let from_ms = play.relay.outage_from_ms;
-    let down_from = played.began_us + (from_ms * 1000) as i64;
+    let down_from = played.began_us + (play.relay.outage_from_ms * 1000) as i64;
     let judged_from = down_from + ((BREAKER_WINDOW_MS + 100) * 1000) as i64;
     let until = down_from + (play.relay.outage_ms * 1000) as i64;
-    let span_ms = ((until - judged_from) / 1000) as u64;
-    // One probe per open spell, with slack for clocks and polling.
-    let probes = (span_ms as f64 / (OPEN_FOR_MS as f64 * 0.8)) as usize + 1;
     let mut faults = Vec::new();
     for life in &played.lives {
-        // A relay started during the outage begins with its breaker closed.
-        let allowed = if life.started_us > down_from {
-            probes + MIN_CALLS as usize + 1
-        } else {
-            probes
-        };
-        let sent = played
+        let sends: Vec<i64> = played
             .seen
             .requests
             .iter()
             .filter(|r| r.relay == life.me && r.at_us >= judged_from && r.at_us < until)
-            .count();
-        if sent > allowed {
-            faults.push((life.me.clone(), sent, allowed, span_ms));
+            .map(|r| r.at_us)
+            .collect();
+        // A relay that sent nothing lately needs a few failures to open;
+        // after them, one probe per open spell, with slack for polling.
+        for pair in sends.windows(2).skip(MIN_CALLS as usize - 1) {
+            let gap = (pair[1] - pair[0]) as f64 / 1000.0;
+            if gap < OPEN_FOR_MS as f64 * 0.8 {
+                let at = (pair[1] - played.began_us) as f64 / 1e6;
+                faults.push((life.me.clone(), gap, at));
+                break;
+            }
         }
     }
     faults
@@ -773,19 +772,20 @@ fn judge_breaker(plays: &Plays) -> Verdict {
             outages += 1;
         }
         let faults = breaker_faults(p, d);
-        if let Some((me, sent, allowed, span)) = faults.first() {
+        if let Some((me, gap, _)) = faults.first() {
             let details = faults
                 .iter()
                 .take(4)
-                .map(|(me, sent, allowed, span)| {
-                    format!("{me} sent {sent} requests in the last {span} ms of the outage, at most {allowed} allowed: its breaker did not hold")
+                .map(|(me, gap, at)| {
+                    format!("{me} sent again {gap:.0} ms after a failure at {at:.2} s, while the provider was down: its breaker did not hold")
                 })
                 .collect();
             return with_seed(
                 Verdict::fail(
                     BREAKER,
                     format!(
-                        "{me} sent {sent} requests in {span} ms while the provider was down (at most {allowed})"
+                        "{} relays sent to a provider that was down; {me} twice within {gap:.0} ms",
+                        faults.len()
                     ),
                     describe(p),
                     details,
@@ -797,7 +797,7 @@ fn judge_breaker(plays: &Plays) -> Verdict {
     Verdict::pass(
         BREAKER,
         format!(
-            "in {outages} outage{}, every relay held back once its breaker had had {BREAKER_WINDOW_MS} ms to open",
+            "in {outages} outage{}, every relay held back to one probe per {OPEN_FOR_MS} ms once its breaker had opened",
             if outages == 1 { "" } else { "s" }
         ),
     )
