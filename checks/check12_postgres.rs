@@ -38,13 +38,17 @@ pub const CHAPTER: Chapter = Chapter {
 };
 
 /// FNV-1a of cases/case12_postgres.rs as shipped.
-const SHIPPED_HASH: u64 = 0x433c_69dd_4360_2d4d;
+const SHIPPED_HASH: u64 = 0x061e_3d12_04d0_3a70;
 
 const TOLD_ONCE: &str = "nobody is told twice";
-const NOTHING_LOST: &str = "nothing is lost: every row is delivered and ends SENT";
+const NOTHING_LOST: &str =
+    "nothing is lost: every row is delivered and ends SENT, unless it is dead-lettered (FAILED)";
 const ONE_CLAIM: &str = "no row is sent by two live relays";
 const FASTER: &str = "4 relays deliver at least 1.8× as fast as one";
 const SHORT_CLAIM: &str = "no transaction is open during a send";
+const BREAKER: &str =
+    "chapter 7's breaker: while the provider is down, each relay sends about one probe per 300 ms";
+const RETRIES: &str = "chapter 5's retries: a failed send is tried again after its backoff, a refused one never, and the 4th failure is dead-lettered with its error";
 
 /// How much faster 4 relays must be than one.
 const SPEED_UP: f64 = 1.8;
@@ -67,6 +71,37 @@ const KILL_SEND_MS: u64 = 4;
 /// of a few ms), as five minutes are far longer than a real batch.
 const STALE_AFTER_MS: u64 = 2500;
 
+/// Chapter 5's backoff gaps, scaled as every time here (5 s, 30 s, 5 min
+/// become 50 ms, 300 ms, 3 s), in ms: after the first failure, the second,
+/// the third.
+const BACKOFF_MS: [f64; 3] = [50.0, 300.0, 3000.0];
+/// Failures that dead-letter a row: the first attempt's and each retry's.
+const ATTEMPTS: usize = BACKOFF_MS.len() + 1;
+/// How much of a backoff gap must have passed before a retry: the relays
+/// poll, and clocks are read at slightly different moments.
+const GAP_SLACK: f64 = 0.8;
+/// In a kill play, one send in this many fails for a moment (a 503).
+const FAIL_ONE_IN: u32 = 20;
+/// In a kill play, the addresses readerN with N a multiple of this are
+/// refused for good.
+const REFUSE_EVERY: u32 = 97;
+/// In a kill play, the addresses readerN with N a multiple of this fail
+/// at every send: their mail server is down.
+const DOWN_EVERY: u32 = 61;
+
+/// In a kill play, the provider is down for everyone from this many ms
+/// after the relays start ...
+const OUTAGE_FROM_MS: u64 = 1300;
+/// ... for this long.
+const OUTAGE_MS: u64 = 2000;
+/// Chapter 7's breaker, scaled as every time here: it judges the sends of
+/// the last 600 ms (a minute), and stays open 300 ms (30 s) before a probe.
+const BREAKER_WINDOW_MS: u64 = 600;
+const OPEN_FOR_MS: u64 = 300;
+/// Sends a breaker needs in its window before it judges: a relay that had
+/// sent nothing lately makes this many in an outage before it opens.
+const MIN_CALLS: u64 = 5;
+
 /// Every relay's plan but its name.
 fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
     RelayPlan {
@@ -79,6 +114,12 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         stale_after_ms: STALE_AFTER_MS,
         give_up_ms: STALE_AFTER_MS + 3000,
         start_at_ms: 0,
+        fail_one_in: if slow { FAIL_ONE_IN } else { 0 },
+        refuse_every: if slow { REFUSE_EVERY } else { 0 },
+        down_every: if slow { DOWN_EVERY } else { 0 },
+        outage_from_ms: if slow { OUTAGE_FROM_MS } else { 0 },
+        outage_ms: if slow { OUTAGE_MS } else { 0 },
+        play_start_ms: 0,
     }
 }
 
@@ -133,6 +174,19 @@ fn describe(play: &Play) -> String {
             play.relay.slow_one_in, play.relay.slow_ms
         ));
     }
+    if play.relay.fail_one_in > 0 {
+        text.push_str(&format!(
+            "; one send in {} fails (503), every {}th address is refused, every {}th always fails",
+            play.relay.fail_one_in, play.relay.refuse_every, play.relay.down_every
+        ));
+    }
+    if play.relay.outage_ms > 0 {
+        text.push_str(&format!(
+            "; the provider is down from {:.2} s for {:.2} s",
+            play.relay.outage_from_ms as f64 / 1000.0,
+            play.relay.outage_ms as f64 / 1000.0
+        ));
+    }
     text
 }
 
@@ -183,7 +237,10 @@ fn lost(played: &Played) -> Vec<String> {
         .seen
         .rows
         .iter()
-        .filter(|row| row.status != "SENT" || !delivered.contains(row.recipient.as_str()))
+        .filter(|row| {
+            row.status != "FAILED"
+                && (row.status != "SENT" || !delivered.contains(row.recipient.as_str()))
+        })
         .map(|row| {
             let told = if delivered.contains(row.recipient.as_str()) {
                 "delivered"
@@ -205,6 +262,10 @@ fn double_claims(played: &Played) -> Vec<(String, String, String, f64)> {
     let mut found = Vec::new();
     for (who, requests) in by_row {
         'row: for (i, a) in requests.iter().enumerate() {
+            // A failed send hands the row back: another relay may retry it.
+            if failed(a) {
+                continue;
+            }
             for b in &requests[i + 1..] {
                 if a.relay == b.relay {
                     continue;
@@ -296,6 +357,8 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         judge_one_claim(&plays),
         judge_faster(&plays),
         judge_short_claim(&plays),
+        judge_retries(&plays),
+        judge_breaker(&plays),
     ];
     Ok(Checked {
         verdicts,
@@ -374,7 +437,7 @@ fn judge_nothing_lost(plays: &Plays) -> Verdict {
     Verdict::pass(
         NOTHING_LOST,
         format!(
-            "{rows} rows delivered and SENT, {} relays killed and started again",
+            "{rows} rows delivered and SENT or dead-lettered, {} relays killed and started again",
             killed(plays)
         ),
     )
@@ -541,4 +604,201 @@ fn run(case: &Case) -> Result<String> {
         );
     }
     Ok(out)
+}
+
+/// The provider answered a failure: nothing was delivered.
+fn failed(request: &Request) -> bool {
+    request.answer == "unavailable" || request.answer == "rejected"
+}
+
+/// What chapter 5's rules say of one play, row by row: the broken rules as
+/// detail lines, and the figures of a pass (retries made, rows refused,
+/// rows dead-lettered after their last failure).
+fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
+    let kills: Vec<i64> = played
+        .lives
+        .iter()
+        .filter(|l| l.killed)
+        .map(|l| l.ended_us)
+        .collect();
+    let mut by_row: HashMap<&str, Vec<&Request>> = HashMap::new();
+    for r in &played.seen.requests {
+        by_row.entry(&r.recipient).or_default().push(r);
+    }
+    let mut faults = Vec::new();
+    let mut figures = [0; 3];
+    for row in &played.seen.rows {
+        let requests = by_row
+            .get(row.recipient.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let who = &row.recipient;
+        let failures = requests
+            .iter()
+            .filter(|r| r.answer == "unavailable")
+            .count();
+        let refused = requests.iter().any(|r| r.answer == "rejected");
+        // A kill between a row's first and last request may have lost a
+        // result the provider had already given: only the end is judged.
+        let disturbed = match (requests.first(), requests.last()) {
+            (Some(first), Some(last)) => kills
+                .iter()
+                .any(|&k| k >= first.at_us && k <= last.at_us + 1000),
+            _ => false,
+        };
+        if !disturbed {
+            let mut so_far = 0;
+            for pair in requests.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                let gap = (b.at_us - a.at_us) as f64 / 1000.0;
+                if a.answer == "rejected" {
+                    faults.push(format!(
+                        "{who}: refused for good by the provider, then sent again {gap:.0} ms later"
+                    ));
+                    break;
+                }
+                if a.answer != "unavailable" {
+                    continue;
+                }
+                so_far += 1;
+                if so_far >= ATTEMPTS {
+                    faults.push(format!(
+                        "{who}: sent again {gap:.0} ms after its {so_far}th failure, which should have dead-lettered it"
+                    ));
+                    break;
+                }
+                let wait = BACKOFF_MS[so_far - 1];
+                if gap < wait * GAP_SLACK {
+                    faults.push(format!(
+                        "{who}: retried {gap:.0} ms after failure {so_far}; its backoff is {wait:.0} ms"
+                    ));
+                    break;
+                }
+                figures[0] += 1;
+            }
+        }
+        if row.status == "FAILED" {
+            if requests.iter().any(|r| r.delivered) {
+                faults.push(format!("{who}: delivered, yet ends FAILED"));
+            } else if !refused && failures < ATTEMPTS {
+                faults.push(format!(
+                    "{who}: dead-lettered after {failures} failed send{}, not {ATTEMPTS}",
+                    if failures == 1 { "" } else { "s" }
+                ));
+            } else if row.last_error.as_deref().unwrap_or("").trim().is_empty() {
+                faults.push(format!("{who}: dead-lettered with no last_error"));
+            } else if refused {
+                figures[1] += 1;
+            } else {
+                figures[2] += 1;
+            }
+        }
+    }
+    faults.sort();
+    (faults, figures)
+}
+
+fn judge_retries(plays: &Plays) -> Verdict {
+    let mut totals = [0; 3];
+    for (p, d, seed) in plays.all() {
+        let (faults, figures) = retry_faults(d);
+        if let Some(first) = faults.first() {
+            let mut details = vec![first.clone()];
+            details.extend(faults.iter().skip(1).take(3).cloned());
+            return with_seed(
+                Verdict::fail(
+                    RETRIES,
+                    format!(
+                        "{} of {} rows broke chapter 5's rules",
+                        faults.len(),
+                        p.rows
+                    ),
+                    describe(p),
+                    details,
+                ),
+                seed,
+            );
+        }
+        for (t, f) in totals.iter_mut().zip(figures) {
+            *t += f;
+        }
+    }
+    Verdict::pass(
+        RETRIES,
+        format!(
+            "in {} plays, every retry after its backoff, every refused row and every row out of attempts dead-lettered with its error",
+            plays.speed.len() + plays.kills.len()
+        ),
+    )
+}
+
+/// Relays that sent too often while the provider was down, once every
+/// send in their breaker's window had failed: (relay, gap in ms between two
+/// sends after the first few, when).
+fn breaker_faults(play: &Play, played: &Played) -> Vec<(String, f64, f64)> {
+    if play.relay.outage_ms <= BREAKER_WINDOW_MS {
+        return Vec::new();
+    }
+    let down_from = played.began_us + (play.relay.outage_from_ms * 1000) as i64;
+    let judged_from = down_from + ((BREAKER_WINDOW_MS + 100) * 1000) as i64;
+    let until = down_from + (play.relay.outage_ms * 1000) as i64;
+    let mut faults = Vec::new();
+    for life in &played.lives {
+        let sends: Vec<i64> = played
+            .seen
+            .requests
+            .iter()
+            .filter(|r| r.relay == life.me && r.at_us >= judged_from && r.at_us < until)
+            .map(|r| r.at_us)
+            .collect();
+        // A relay that sent nothing lately needs a few failures to open;
+        // after them, one probe per open spell, with slack for polling.
+        for pair in sends.windows(2).skip(MIN_CALLS as usize - 1) {
+            let gap = (pair[1] - pair[0]) as f64 / 1000.0;
+            if gap < OPEN_FOR_MS as f64 * 0.8 {
+                let at = (pair[1] - played.began_us) as f64 / 1e6;
+                faults.push((life.me.clone(), gap, at));
+                break;
+            }
+        }
+    }
+    faults
+}
+
+fn judge_breaker(plays: &Plays) -> Verdict {
+    let mut outages = 0;
+    for (p, d, seed) in plays.all() {
+        if p.relay.outage_ms > 0 {
+            outages += 1;
+        }
+        let faults = breaker_faults(p, d);
+        if let Some((me, gap, _)) = faults.first() {
+            let details = faults
+                .iter()
+                .take(4)
+                .map(|(me, gap, at)| {
+                    format!("{me} sent again {gap:.0} ms after a failure at {at:.2} s, while the provider was down: its breaker did not hold")
+                })
+                .collect();
+            return with_seed(
+                Verdict::fail(
+                    BREAKER,
+                    format!(
+                        "{} relays sent to a provider that was down; {me} twice within {gap:.0} ms",
+                        faults.len()
+                    ),
+                    describe(p),
+                    details,
+                ),
+                seed,
+            );
+        }
+    }
+    Verdict::pass(
+        BREAKER,
+        format!(
+            "in {outages} outage{}, every relay held back to one probe per {OPEN_FOR_MS} ms once its breaker had opened",
+            if outages == 1 { "" } else { "s" }
+        ),
+    )
 }

@@ -59,11 +59,33 @@ pub struct RelayPlan {
     /// ms, belongs to a relay that died.
     pub stale_after_ms: u64,
     /// The relay stops when it has claimed nothing for this long while
-    /// rows are still not SENT.
+    /// rows are still neither SENT nor FAILED.
     pub give_up_ms: u64,
     /// The relay starts relaying at this wall-clock instant, in ms since
     /// the UNIX epoch, so that relays started together begin together.
     pub start_at_ms: u64,
+    /// One send in this many fails for a moment (a 503, nothing sent; 0:
+    /// none), drawn from the seed.
+    #[serde(default)]
+    pub fail_one_in: u32,
+    /// The addresses `readerN` with N a multiple of this are refused for
+    /// good (a 4xx; 0: none).
+    #[serde(default)]
+    pub refuse_every: u32,
+    /// The addresses `readerN` with N a multiple of this fail at every
+    /// send (their mail server is down for days; 0: none).
+    #[serde(default)]
+    pub down_every: u32,
+    /// The provider is down for everyone (a 503 at every send) from this
+    /// many ms after the play's start, for `outage_ms` (0: never).
+    #[serde(default)]
+    pub outage_from_ms: u64,
+    #[serde(default)]
+    pub outage_ms: u64,
+    /// When the play's relays first started, in ms since the UNIX epoch:
+    /// the outage is timed from it, whatever life a relay is in.
+    #[serde(default)]
+    pub play_start_ms: u64,
 }
 
 /// A case process's orders: which play, and its duty there.
@@ -81,6 +103,9 @@ pub struct Row {
     pub id: i64,
     pub recipient: String,
     pub status: String,
+    /// The row's `last_error`, when its table has one and it is set.
+    #[serde(default)]
+    pub last_error: Option<String>,
 }
 
 /// One request the provider received.
@@ -101,6 +126,10 @@ pub struct Request {
     /// When, in µs since the UNIX epoch (the server's clock, which is this
     /// machine's).
     pub at_us: i64,
+    /// What the provider answered: `ok`, `unavailable` (a 503, nothing
+    /// sent) or `rejected` (refused for good).
+    #[serde(default)]
+    pub answer: String,
 }
 
 /// Something a relay process did that the story tells.

@@ -125,10 +125,10 @@ mod on_postgres {
         server();
         let out = common::notify(&["run", "12", "--solution"]);
         let text = stdout(&out);
+        // 350 sends, or a few more when a loaded machine makes a batch
+        // outlast the sweep's threshold: none of them in a transaction.
         assert!(
-            text.contains(
-                "sends made while the relay's connection was idle in transaction: 0 of 350"
-            ),
+            text.contains("sends made while the relay's connection was idle in transaction: 0 of "),
             "{text}"
         );
     }
@@ -136,7 +136,10 @@ mod on_postgres {
     #[test]
     fn the_shipped_case_holds_its_locks_across_the_sends() {
         let (code, pattern, report) = check(&[]);
-        assert!(matches(&pattern, "PASS PASS PASS FAIL FAIL"), "{pattern}");
+        assert!(
+            matches(&pattern, "PASS PASS PASS FAIL FAIL PASS PASS"),
+            "{pattern}"
+        );
         assert_eq!(code, 1);
         let open = &report["verdicts"][4];
         assert_eq!(
@@ -148,22 +151,29 @@ mod on_postgres {
     #[test]
     fn the_reference_solution_passes_everything() {
         let (code, pattern, report) = check(&["--solution"]);
-        assert_eq!(pattern, "PASS PASS PASS PASS PASS", "{report:#}");
+        assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS", "{report:#}");
         assert_eq!(code, 0);
     }
 
     /// Each wrong fix and its verdicts: told once, nothing lost, one live
-    /// relay per row, speed, no transaction open during a send.
+    /// relay per row, speed, no transaction open during a send, chapter 5's
+    /// retries, chapter 7's breaker. Two relays sending the same row also
+    /// send it again sooner than its backoff, so the retries of those fixes
+    /// may go either way; the breaker is judged by its own fix.
     const WRONG_FIXES: &[(&str, &str)] = &[
-        ("select-then-update", "PASS ? FAIL ? PASS"),
-        ("lock-without-claim", "PASS ? FAIL ? PASS"),
-        ("held-across-sends", "PASS PASS PASS ? FAIL"),
-        ("no-sweep", "PASS FAIL PASS ? PASS"),
-        ("sweep-ignores-age", "PASS PASS FAIL ? PASS"),
-        ("sweep-too-soon", "PASS PASS FAIL ? PASS"),
-        ("fresh-key", "FAIL PASS PASS ? PASS"),
-        ("no-key", "FAIL PASS PASS ? PASS"),
-        ("sent-at-claim", "PASS FAIL PASS ? PASS"),
+        ("select-then-update", "PASS ? FAIL ? PASS ? ?"),
+        ("lock-without-claim", "PASS ? FAIL ? PASS ? ?"),
+        ("held-across-sends", "PASS PASS PASS ? FAIL PASS ?"),
+        ("no-sweep", "PASS FAIL PASS ? PASS ? ?"),
+        ("sweep-ignores-age", "PASS PASS FAIL ? PASS ? ?"),
+        ("sweep-too-soon", "PASS PASS FAIL ? PASS ? ?"),
+        ("fresh-key", "FAIL PASS PASS ? PASS PASS ?"),
+        ("no-key", "FAIL PASS PASS ? PASS PASS ?"),
+        ("sent-at-claim", "PASS FAIL PASS ? PASS ? ?"),
+        ("retry-at-once", "PASS PASS PASS ? PASS FAIL ?"),
+        ("rejection-retried", "PASS PASS PASS ? PASS FAIL ?"),
+        ("dead-letter-too-soon", "PASS PASS PASS ? PASS FAIL ?"),
+        ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
     ];
 
     #[test]

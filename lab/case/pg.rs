@@ -17,6 +17,7 @@ use anyhow::{bail, Context, Result};
 use postgres::{Client, Config, NoTls};
 
 use crate::fleet::{Duty, Orders, RelayPlan, Request, Row, Seen, DATABASE_URL};
+use crate::provider::SendError;
 use crate::rng::Rng;
 
 /// Exit code of a case process whose orders could not be carried out.
@@ -41,6 +42,7 @@ const WORLD_SCHEMA: &str = "
         key        TEXT,
         relay      TEXT NOT NULL,
         delivered  BOOLEAN NOT NULL,
+        answer     TEXT NOT NULL,
         connection TEXT NOT NULL,
         at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
     );
@@ -61,16 +63,19 @@ const FILL: &str = "
       FROM generate_series(1, $1::int) AS i
 ";
 
-/// The provider's request: the key is delivered at most once, and the
-/// relay's connection is looked up at the same moment.
+/// The provider's request: a key is delivered at most once, nothing is
+/// delivered when the answer ($5) is a failure, and the relay's connection
+/// is looked up at the same moment.
 const REQUEST: &str = "
     WITH fresh AS (
-        INSERT INTO keys (key) SELECT $1::text WHERE $1::text IS NOT NULL
+        INSERT INTO keys (key) SELECT $1::text WHERE $1::text IS NOT NULL AND $5::text = 'ok'
         ON CONFLICT DO NOTHING
         RETURNING key
     )
-    INSERT INTO requests (recipient, key, relay, delivered, connection)
-    VALUES ($2, $1::text, $3, $1::text IS NULL OR EXISTS (SELECT 1 FROM fresh),
+    INSERT INTO requests (recipient, key, relay, delivered, answer, connection)
+    VALUES ($2, $1::text, $3,
+            $5::text = 'ok' AND ($1::text IS NULL OR EXISTS (SELECT 1 FROM fresh)),
+            $5::text,
             coalesce((SELECT state FROM pg_stat_activity WHERE pid = $4), 'gone'))
 ";
 
@@ -98,7 +103,9 @@ pub fn connect(schema: Option<&str>, name: &str) -> Result<Client> {
 }
 
 /// The email provider of chapter 12: it delivers a key once, records every
-/// request, and takes real time to answer.
+/// request, and takes real time to answer. As the plan says, it sometimes
+/// fails for a moment (a 503), refuses some addresses for good (a 4xx),
+/// and fails every send to a few addresses whose mail server is down.
 pub struct Email {
     observer: Mutex<Client>,
     relay: String,
@@ -109,20 +116,62 @@ pub struct Email {
 }
 
 impl Email {
-    /// Sends `body` to `to` with no idempotency key: every call delivers.
-    pub fn send(&self, to: &str, body: &str) -> Result<()> {
+    /// Sends `body` to `to` with no idempotency key: every call that
+    /// answers `Ok` delivers.
+    pub fn send(&self, to: &str, body: &str) -> Result<(), SendError> {
         self.request(None, to, body)
     }
 
     /// Sends `body` to `to` under an idempotency key: the provider delivers
     /// a key once, and answers OK to its repeats without delivering again.
-    pub fn send_with_key(&self, key: &str, to: &str, body: &str) -> Result<()> {
+    pub fn send_with_key(&self, key: &str, to: &str, body: &str) -> Result<(), SendError> {
         self.request(Some(key), to, body)
     }
 
-    fn request(&self, key: Option<&str>, to: &str, _body: &str) -> Result<()> {
+    /// What the provider answers this send to `to`.
+    fn answer(&self, to: &str) -> Result<(), SendError> {
+        let n: u32 = to
+            .trim_start_matches("reader")
+            .split('@')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let from = self.plan.play_start_ms + self.plan.outage_from_ms;
+        if self.plan.outage_ms > 0 && now_ms >= from && now_ms < from + self.plan.outage_ms {
+            return Err(SendError::Unavailable(
+                "503 service unavailable: the provider is down".to_string(),
+            ));
+        }
+        let every = |k: u32| k > 0 && n.is_multiple_of(k);
+        if every(self.plan.refuse_every) {
+            return Err(SendError::Rejected(format!("422 {to}: no such mailbox")));
+        }
+        if every(self.plan.down_every) {
+            return Err(SendError::Unavailable(format!(
+                "503 the mail server of {to} does not answer"
+            )));
+        }
+        let fail = self.plan.fail_one_in;
+        if fail > 0 && crate::db::lock(&self.rng).between(0, u64::from(fail) - 1) == 0 {
+            return Err(SendError::Unavailable(
+                "503 service unavailable, try again later".to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn request(&self, key: Option<&str>, to: &str, _body: &str) -> Result<(), SendError> {
+        let answer = self.answer(to);
+        let said = match &answer {
+            Ok(()) => "ok",
+            Err(SendError::Rejected(_)) => "rejected",
+            Err(_) => "unavailable",
+        };
         crate::db::lock(&self.observer)
-            .execute(REQUEST, &[&key, &to, &self.relay, &self.backend])
+            .execute(REQUEST, &[&key, &to, &self.relay, &self.backend, &said])
             .context("the provider could not record the send")?;
         let slow = self.plan.slow_one_in > 0
             && crate::db::lock(&self.rng).between(0, u64::from(self.plan.slow_one_in) - 1) == 0;
@@ -132,7 +181,7 @@ impl Email {
             self.plan.send_ms
         };
         std::thread::sleep(Duration::from_millis(ms));
-        Ok(())
+        answer
     }
 }
 
@@ -236,11 +285,13 @@ fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> R
     let remaining = |email: &Email| -> Result<i64> {
         Ok(crate::db::lock(&email.observer)
             .query_one(
-                &format!("SELECT count(*) FROM {play}.outbox WHERE status <> 'SENT'"),
+                &format!(
+                    "SELECT count(*) FROM {play}.outbox WHERE status NOT IN ('SENT', 'FAILED')"
+                ),
                 &[],
             )
             .context(
-                "the lab could not count the rows not SENT (the outbox needs its status column)",
+                "the lab could not count the rows neither SENT nor FAILED (the outbox needs its status column)",
             )?
             .get(0))
     };
@@ -280,7 +331,7 @@ fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> R
             note(
                 "gave up",
                 &format!(
-                    "claimed nothing for {:.1} s while rows were not SENT",
+                    "claimed nothing for {:.1} s while rows were neither SENT nor FAILED",
                     plan.give_up_ms as f64 / 1000.0
                 ),
             )?;
@@ -304,7 +355,10 @@ fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
     let world = world(play);
     let rows = db
         .query(
-            &format!("SELECT id, recipient, status FROM {play}.outbox ORDER BY id"),
+            &format!(
+                "SELECT id, recipient, status, to_jsonb(o) ->> 'last_error'
+                   FROM {play}.outbox AS o ORDER BY id"
+            ),
             &[],
         )
         .context("could not read the outbox (id, recipient, status)")?
@@ -313,13 +367,14 @@ fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
             id: r.get(0),
             recipient: r.get(1),
             status: r.get(2),
+            last_error: r.get(3),
         })
         .collect();
     let at = "(extract(epoch FROM at) * 1000000)::bigint";
     let requests = db
         .query(
             &format!(
-                "SELECT recipient, key, relay, delivered, connection, {at} FROM {world}.requests ORDER BY seq"
+                "SELECT recipient, key, relay, delivered, connection, {at}, answer FROM {world}.requests ORDER BY seq"
             ),
             &[],
         )?
@@ -331,6 +386,7 @@ fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
             delivered: r.get(3),
             connection: r.get(4),
             at_us: r.get(5),
+            answer: r.get(6),
         })
         .collect();
     let notes = db

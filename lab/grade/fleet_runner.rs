@@ -253,6 +253,7 @@ fn relay(
         plan.start_at_ms = at
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        plan.play_start_ms = (began_us / 1000) as u64;
         orders(Duty::Relay(plan))
     };
     let mut running = Running {
