@@ -28,7 +28,7 @@ use rusqlite::Connection;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::history::History;
-use lab::report::Verdict;
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
@@ -580,14 +580,6 @@ struct Round<'a> {
     tally: Tally,
 }
 
-/// The first failure of a property.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-}
-
 /// The finding of the smallest race (fewest rows, then fewest relays, then
 /// the first played) in which `find` finds one. A race whose processes did
 /// not finish counts for every property. The evidence of a race-count
@@ -608,15 +600,6 @@ fn smallest(rounds: &[Round], find: fn(&Round) -> Option<Finding>) -> Option<Fin
         .evidence
         .replace("{races}", &format!("{count} of {} races", rounds.len()));
     Some(finding)
-}
-
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    verdict
 }
 
 fn trouble_finding(round: &Round) -> Option<Finding> {

@@ -21,7 +21,7 @@ use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{instant, MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::{read_outbox, History};
-use lab::report::Verdict;
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step};
@@ -762,14 +762,6 @@ fn run(case: &Case) -> Result<String> {
     Ok(out)
 }
 
-/// The first failure of a property, in the order the scenarios were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-}
-
 fn trouble_finding(played: &Played) -> Option<Finding> {
     played.trouble().map(|trouble| Finding {
         evidence: "the case did not finish".to_string(),
@@ -1031,15 +1023,6 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         verdicts,
         processes: processes + explored.processes,
     })
-}
-
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    verdict
 }
 
 /// Chapter 9's world for the explorer: a night on which Paris, New York or

@@ -22,7 +22,7 @@ use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::History;
 use lab::provider::PUSH_PAYLOAD_LIMIT;
-use lab::report::Verdict;
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
@@ -1042,14 +1042,6 @@ fn run(case: &Case) -> Result<String> {
     Ok(out)
 }
 
-/// The first failure of a property, in the order the scenarios were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-}
-
 /// The first scenario whose `judge` finds something, with how many things
 /// it found over all of them.
 fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) -> Option<Finding> {
@@ -1076,15 +1068,6 @@ fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) 
         details: lines.into_iter().take(6).collect(),
         seed: p.batch.seed,
     })
-}
-
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    verdict
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {

@@ -24,7 +24,7 @@ use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{DEFAULT_START, MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::{read_pairs, History};
-use lab::report::Verdict;
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
@@ -1178,14 +1178,6 @@ fn malformed_lines(played: &Played) -> Vec<String> {
     lines
 }
 
-/// The first failure of a property, in the order the scenarios were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-}
-
 fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) -> Option<Finding> {
     let mut total = 0;
     let mut found = None;
@@ -1210,15 +1202,6 @@ fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) 
         details: lines.into_iter().take(6).collect(),
         seed: p.batch.seed,
     })
-}
-
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    verdict
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {

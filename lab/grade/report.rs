@@ -40,6 +40,29 @@ pub struct Verdict {
     pub explored: Option<String>,
 }
 
+/// The first failure of a property among a chapter's own scenarios, in
+/// the order they were played: what its verdict says.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub evidence: String,
+    /// The scenario it happened in, as the report names it.
+    pub scenario: String,
+    pub details: Vec<String>,
+    /// The seed of a generated scenario, for `--seed`.
+    pub seed: Option<u64>,
+}
+
+/// The verdict on `property`: it held, with `pass_evidence`, unless a
+/// scenario found it broken.
+pub fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
+    let Some(f) = finding else {
+        return Verdict::pass(property, pass_evidence);
+    };
+    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
+    verdict.seed = f.seed;
+    verdict
+}
+
 impl Verdict {
     /// A property that held.
     pub fn pass(property: &str, evidence: String) -> Verdict {
