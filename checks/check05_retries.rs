@@ -992,13 +992,7 @@ impl Explorer for Generated {
     }
 
     fn faults(&self) -> FaultModel {
-        FaultModel {
-            crash_after_commit: &["publish"],
-            fail_commit: &["publish"],
-            crash_after_send: &[],
-            requests: &["publish"],
-            keep_answers: false,
-        }
+        FaultModel::PUBLISH
     }
 
     fn invariants(&self) -> Invariants {
@@ -1006,7 +1000,7 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             retry_gaps: &RETRY_GAPS,
-            orphaned_after: 0,
+            ..Invariants::default()
         }
     }
 

@@ -1546,7 +1546,7 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             retry_gaps: &RETRY_GAPS,
-            orphaned_after: 0,
+            ..Invariants::default()
         }
     }
 

@@ -2165,7 +2165,7 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             retry_gaps: &[],
-            orphaned_after: 0,
+            ..Invariants::default()
         }
     }
 

@@ -1056,10 +1056,7 @@ impl Explorer for Generated {
     fn faults(&self) -> FaultModel {
         FaultModel {
             crash_after_commit: &["publish", "set_preference"],
-            fail_commit: &["publish"],
-            crash_after_send: &[],
-            requests: &["publish"],
-            keep_answers: false,
+            ..FaultModel::PUBLISH
         }
     }
 
@@ -1068,7 +1065,7 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             retry_gaps: &RETRY_GAPS,
-            orphaned_after: 0,
+            ..Invariants::default()
         }
     }
 

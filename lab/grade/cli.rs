@@ -509,6 +509,19 @@ fn prepare(root: &Path, chapter: &Chapter, which: &Which, timeout: Duration) -> 
     Ok(prepared)
 }
 
+/// Whether `chapter` can run here: an error that says how to get a server
+/// when its case runs on PostgreSQL (it requires the `postgres` feature)
+/// and none answers; Ok for every other chapter.
+fn server_check(root: &Path, chapter: &Chapter) -> Result<()> {
+    let needs_postgres = crate::compile::required_features(root, chapter.bin)
+        .iter()
+        .any(|f| f == "postgres");
+    if needs_postgres {
+        crate::fleet_runner::server_check()?;
+    }
+    Ok(())
+}
+
 /// [`prepare`], with the compiler's warnings about the learner's case
 /// returned ("" when there are none) instead of printed.
 fn prepare_warned(
@@ -518,12 +531,7 @@ fn prepare_warned(
     timeout: Duration,
 ) -> Result<(Prepared, String)> {
     // A case that runs on PostgreSQL needs a server before anything is built.
-    if crate::compile::required_features(root, chapter.bin)
-        .iter()
-        .any(|f| f == "postgres")
-    {
-        crate::fleet_runner::server_check()?;
-    }
+    server_check(root, chapter)?;
     let mut warnings = String::new();
     let (name, built, source) = match (which.solution, &which.variant) {
         (false, None) => {

@@ -350,20 +350,15 @@ fn row(root: &Path, chapter: &Chapter, options: &Options) -> Row {
     let mut row = empty_row(chapter, options);
     // A chapter that needs a server nobody started is left out of the
     // verdict, not counted as broken: every other chapter runs without one.
-    let needs_postgres = crate::compile::required_features(root, chapter.bin)
-        .iter()
-        .any(|f| f == "postgres");
-    if needs_postgres {
-        if let Err(err) = crate::fleet_runner::server_check() {
-            row.verdict = "skipped";
-            let why = format!("{err:#}");
-            let first = why.lines().next().unwrap_or_default().to_string();
-            row.error = Some(format!(
-                "case {} was not checked. {first} `notify check {}` says how to start one.",
-                chapter.number, chapter.number
-            ));
-            return row;
-        }
+    if let Err(err) = super::server_check(root, chapter) {
+        row.verdict = "skipped";
+        let why = format!("{err:#}");
+        let first = why.lines().next().unwrap_or_default().to_string();
+        row.error = Some(format!(
+            "case {} was not checked. {first} `notify check {}` says how to start one.",
+            chapter.number, chapter.number
+        ));
+        return row;
     }
     match grade(root, chapter, options) {
         Ok(Graded::Report(report)) => {
