@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{notify, pattern, stdout};
+use common::{notify, stdout};
 
 const SHIPPED_STORY: &str = "\
 7 people are told \"Book club: Thursday 19:00 it is\"
@@ -70,10 +70,7 @@ fn run_after_the_fix_shows_retries_at_growing_gaps() {
 
 /// The verdicts of `check 5` with `args`, and the report.
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
-    let mut all = vec!["5"];
-    all.extend_from_slice(args);
-    let (code, report) = common::checked_json(&all);
-    (code, pattern(&report), report)
+    common::verdicts("5", args)
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{notify, pattern, stdout};
+use common::{notify, stdout};
 
 const SHIPPED_STORY: &str = "\
 4 people are told \"Board games: Friday 20:00 it is\"
@@ -54,10 +54,7 @@ const NOT_EARLY: usize = 7;
 /// The verdicts of `check 6` with `args`, and the report, played once for
 /// every test that reads them.
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
-    let mut all = vec!["6"];
-    all.extend_from_slice(args);
-    let (code, report) = common::checked_json(&all);
-    (code, pattern(&report), report)
+    common::verdicts("6", args)
 }
 
 /// The details of verdict `i`, as one string.

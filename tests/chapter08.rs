@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{notify, pattern, stdout};
+use common::{notify, stdout};
 
 const SHIPPED_STORY: &str = "\
 four things happen, two minutes apart; each is told by push to five people
@@ -69,10 +69,7 @@ const SETTLED: usize = 9;
 
 /// The verdicts of `check 8` with `args`, and the report.
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
-    let mut all = vec!["8"];
-    all.extend_from_slice(args);
-    let (code, report) = common::checked_json(&all);
-    (code, pattern(&report), report)
+    common::verdicts("8", args)
 }
 
 /// The verdicts of `check 8 --variant NAME`.

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{notify, pattern, stdout};
+use common::{notify, stdout};
 
 const SHIPPED_STORY: &str = "\
 the night of 28 March 2026, when Paris moves its clocks forward: the dispatcher wakes every minute
@@ -68,10 +68,7 @@ fn run_after_the_fix_holds_pushes_until_eight_on_their_clock() {
 
 /// The verdicts of `check 9` with `args`, and the report.
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
-    let mut all = vec!["9"];
-    all.extend_from_slice(args);
-    let (code, report) = common::checked_json(&all);
-    (code, pattern(&report), report)
+    common::verdicts("9", args)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{notify, pattern, stdout};
+use common::{notify, stdout};
 
 const SHIPPED_STORY: &str = "\
 three comments, one each for ada, cleo and finn: the dispatcher wakes every minute
@@ -56,10 +56,7 @@ fn run_after_the_fix_escapes_fails_the_nameless_email_and_cuts_the_push() {
 
 /// The verdicts of `check 10` with `args`, and the report.
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
-    let mut all = vec!["10"];
-    all.extend_from_slice(args);
-    let (code, report) = common::checked_json(&all);
-    (code, pattern(&report), report)
+    common::verdicts("10", args)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{notify, pattern, stdout};
+use common::{notify, stdout};
 
 const SHIPPED_STORY: &str = "\
 4 emails at 0:00, 4 more from 1:05; the dispatcher wakes every minute
@@ -84,10 +84,7 @@ fn run_after_the_fix_refuses_what_the_provider_did_not_just_sign() {
 
 /// The verdicts of `check 11` with `args`, and the report.
 fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
-    let mut all = vec!["11"];
-    all.extend_from_slice(args);
-    let (code, report) = common::checked_json(&all);
-    (code, pattern(&report), report)
+    common::verdicts("11", args)
 }
 
 #[test]

@@ -87,10 +87,7 @@ mod on_postgres {
     /// The verdicts of `check 12` with `args`: exit code, pattern, report.
     fn check(args: &[&str]) -> (i32, String, serde_json::Value) {
         server();
-        let mut all = vec!["12"];
-        all.extend_from_slice(args);
-        let (code, report) = common::checked_json(&all);
-        (code, common::pattern(&report), report)
+        common::verdicts("12", args)
     }
 
     /// `expected` with `?` where a verdict may go either way: the speed

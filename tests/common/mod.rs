@@ -123,6 +123,15 @@ pub fn checked_json(args: &[&str]) -> (i32, serde_json::Value) {
     (played.code, played.report.clone())
 }
 
+/// The verdicts of `notify check CHAPTER ARGS` (played once, as
+/// [`checked`]): the exit code, the PASS/FAIL pattern, and the report.
+pub fn verdicts(chapter: &str, args: &[&str]) -> (i32, String, serde_json::Value) {
+    let mut all = vec![chapter];
+    all.extend_from_slice(args);
+    let (code, report) = checked_json(&all);
+    (code, pattern(&report), report)
+}
+
 /// Replaces every decimal number (a timing) with `#`; whole numbers (counts)
 /// stay: "43 case processes in 0.6 s" reads "43 case processes in # s".
 pub fn mask_decimals(text: &str) -> String {
