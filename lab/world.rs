@@ -285,10 +285,12 @@ impl Recorder {
         elapsed_us: Option<u64>,
     ) -> Result<()> {
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT INTO events (process, lane, kind, op, nth, subject, text, elapsed)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
+            )
+            .and_then(|mut insert| {
+                insert.execute(params![
                     self.process,
                     format!("{:?}", kind.lane()).to_lowercase(),
                     kind.name(),
@@ -297,8 +299,8 @@ impl Recorder {
                     self.subject,
                     text,
                     elapsed_us.map(|us| us as i64)
-                ],
-            )
+                ])
+            })
             .context("could not record an event in the world")?;
         Ok(())
     }
@@ -306,14 +308,16 @@ impl Recorder {
     /// The simulated time now, in milliseconds.
     pub fn now_ms(&self) -> Result<i64> {
         self.conn
-            .query_row("SELECT now FROM clock", [], |row| row.get(0))
+            .prepare_cached("SELECT now FROM clock")
+            .and_then(|mut read| read.query_row([], |row| row.get(0)))
             .context("could not read the clock from the world")
     }
 
     /// Moves the simulated clock forward by `ms` milliseconds.
     pub fn advance(&mut self, ms: i64) -> Result<()> {
         self.conn
-            .execute("UPDATE clock SET now = now + ?1", [ms])
+            .prepare_cached("UPDATE clock SET now = now + ?1")
+            .and_then(|mut advance| advance.execute([ms]))
             .context("could not move the world's clock")?;
         Ok(())
     }
@@ -348,15 +352,16 @@ impl Recorder {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .context("could not lock the world to record a send")?;
-        let now: i64 = tx.query_row("SELECT now FROM clock", [], |row| row.get(0))?;
+        let now: i64 = tx
+            .prepare_cached("SELECT now FROM clock")?
+            .query_row([], |row| row.get(0))?;
         let seen = match key {
             Some(key) if refused.is_none() => tx
-                .query_row(
+                .prepare_cached(
                     "SELECT 1 FROM deliveries
                      WHERE key = ?1 AND channel = ?2 AND outcome = 'delivered' AND at_ms > ?3",
-                    params![key, channel, now - KEY_WINDOW_MS],
-                    |_| Ok(()),
-                )
+                )?
+                .query_row(params![key, channel, now - KEY_WINDOW_MS], |_| Ok(()))
                 .optional()?
                 .is_some(),
             _ => false,
@@ -366,20 +371,20 @@ impl Recorder {
             (None, true) => Outcome::Deduplicated,
             (None, false) => Outcome::Delivered,
         };
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO deliveries (process, channel, recipient, body, html, key, outcome, at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                self.process,
-                channel,
-                recipient,
-                body,
-                html,
-                key,
-                outcome.name(),
-                now
-            ],
-        )?;
+        )?
+        .execute(params![
+            self.process,
+            channel,
+            recipient,
+            body,
+            html,
+            key,
+            outcome.name(),
+            now
+        ])?;
         tx.commit()
             .context("could not record a send in the world")?;
         let subject = self.subject.replace(recipient.to_string());
@@ -430,10 +435,8 @@ impl Recorder {
 
     fn record_moment(&mut self, process: u32, what: &str) -> Result<()> {
         self.conn
-            .execute(
-                "INSERT INTO moments (process, what) VALUES (?1, ?2)",
-                params![process, what],
-            )
+            .prepare_cached("INSERT INTO moments (process, what) VALUES (?1, ?2)")
+            .and_then(|mut insert| insert.execute(params![process, what]))
             .context("could not record a moment of the scenario in the world")?;
         Ok(())
     }
@@ -446,11 +449,8 @@ impl Recorder {
             Moment::Ended(n) => (n, ENDED),
         };
         self.conn
-            .query_row(
-                "SELECT 1 FROM moments WHERE process = ?1 AND what = ?2",
-                params![process, what],
-                |_| Ok(()),
-            )
+            .prepare_cached("SELECT 1 FROM moments WHERE process = ?1 AND what = ?2")
+            .and_then(|mut read| read.query_row(params![process, what], |_| Ok(())))
             .optional()
             .map(|found| found.is_some())
             .context("could not read the scenario's moments from the world")
@@ -460,11 +460,8 @@ impl Recorder {
     /// every process of the scenario.
     pub fn attempts_to(&self, channel: &str, recipient: &str) -> Result<u32> {
         self.conn
-            .query_row(
-                "SELECT count(*) FROM deliveries WHERE channel = ?1 AND recipient = ?2",
-                params![channel, recipient],
-                |row| row.get(0),
-            )
+            .prepare_cached("SELECT count(*) FROM deliveries WHERE channel = ?1 AND recipient = ?2")
+            .and_then(|mut count| count.query_row(params![channel, recipient], |row| row.get(0)))
             .context("could not count the sends in the world")
     }
 }

@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{Context, Result};
+use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
 use crate::scenario::Fault;
@@ -44,6 +45,13 @@ impl Db {
         let conn = Connection::open(path)
             .with_context(|| format!("could not open the database {}", path.display()))?;
         conn.execute_batch(DURABLE)
+            .with_context(|| format!("could not set up the database {}", path.display()))?;
+        // The query planner stability guarantee: a statement keeps the plan
+        // it was prepared with. Without it, SQLite prepares a statement
+        // again each time a new value is bound to a `LIMIT ?`, as every
+        // claim here has, to plan for that value: a parse per claim, for
+        // the same plan.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .with_context(|| format!("could not set up the database {}", path.display()))?;
         Ok(Db { conn })
     }
