@@ -100,8 +100,18 @@ impl Workshop {
         for name in ["Cargo.toml", "Cargo.lock"] {
             fs::copy(root.join(name), dir.path().join(name)).unwrap();
         }
-        for name in [".cargo", "lab", "cases", "checks", "benches", "chapters"] {
-            copy_tree(&root.join(name), &dir.path().join(name), |_| false, false);
+        // The learner's files are new, as an edit makes them: cargo must
+        // not take another copy's build of a case for this one's. The rest
+        // keeps its times, so the lab library that one copy built is fresh
+        // for the next instead of being compiled again for each.
+        copy_tree(
+            &root.join("cases"),
+            &dir.path().join("cases"),
+            |_| false,
+            false,
+        );
+        for name in [".cargo", "lab", "checks", "benches", "chapters"] {
+            copy_tree(&root.join(name), &dir.path().join(name), |_| false, true);
         }
         let target = root.join("target").join(target);
         seed(&target);
