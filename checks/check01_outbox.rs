@@ -19,7 +19,7 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::explore::{explore, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run};
 use lab::history::{read_pairs, History};
-use lab::report::Verdict;
+use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
@@ -376,15 +376,6 @@ fn play_round<'a>(case: &Case, batch: &'a Batch) -> Result<Round<'a>> {
     })
 }
 
-/// The first failure of a property, in the order the rounds were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-    timeline: Option<(Played, Option<String>)>,
-}
-
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let batches: Vec<Batch> = std::iter::once(Batch::chapter())
         .chain(options.seeds.iter().map(|&s| Batch::random(s)))
@@ -456,26 +447,13 @@ fn unexplored(explorer: &Generated, options: &CheckOptions, trouble: &str) -> Ve
         .collect()
 }
 
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    if let Some((played, focus)) = f.timeline {
-        verdict.timeline = played.history.events;
-        verdict.focus = focus;
-    }
-    verdict
-}
-
 fn trouble_finding(round: &Round, played: &Played, what: &str) -> Option<Finding> {
     played.trouble().map(|trouble| Finding {
         evidence: "the case did not finish".to_string(),
         scenario: format!("{}, {what}: {trouble}", round.batch.name()),
         details: Vec::new(),
         seed: round.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -514,7 +492,7 @@ fn rolled_back(round: &mut Round) -> Option<Finding> {
             })
             .collect(),
         seed: round.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -621,7 +599,7 @@ fn exactly_one(round: &mut Round) -> Option<Finding> {
         scenario: format!("{}, played as is:", round.batch.name()),
         details,
         seed: round.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -636,7 +614,7 @@ fn unfaultable(round: &Round, points: usize) -> Option<Finding> {
         scenario: format!("{}, played as is:", round.batch.name()),
         details: vec!["no invite committed anything, so there was nothing to replay.".to_string()],
         seed: round.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -669,7 +647,8 @@ fn crash(round: &mut Round) -> Option<Finding> {
         scenario: format!("{}, {fault}{whose}, then a restart:", batch.name()),
         details,
         seed: batch.seed,
-        timeline: Some((played, who)),
+        timeline: played.history.events,
+        focus: who,
     })
 }
 
@@ -709,7 +688,8 @@ fn failing(round: &mut Round) -> Option<Finding> {
             "{who} was told they joined {workspace}. The commit failed; they did not."
         )],
         seed: batch.seed,
-        timeline: Some((played, Some(who))),
+        timeline: played.history.events,
+        focus: Some(who),
     })
 }
 

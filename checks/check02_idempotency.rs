@@ -23,7 +23,7 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::explore::{explore, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run};
 use lab::history::{read_pairs, History};
-use lab::report::Verdict;
+use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
@@ -705,34 +705,13 @@ fn unexplored(explorer: &Generated, options: &CheckOptions, trouble: &str) -> Ve
         .collect()
 }
 
-/// The first failure of a property, in the order the rounds were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-    timeline: Option<Vec<Event>>,
-}
-
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    if let Some(events) = f.timeline {
-        verdict.timeline = events;
-    }
-    verdict
-}
-
 fn trouble_finding(round: &Round, played: &Played, what: &str) -> Option<Finding> {
     played.trouble().map(|trouble| Finding {
         evidence: "the case did not finish".to_string(),
         scenario: format!("{}, {what}: {trouble}", round.batch.name()),
         details: Vec::new(),
         seed: round.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -784,7 +763,7 @@ fn as_is(round: &mut Round) -> Option<Finding> {
         ),
         details,
         seed: round.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -802,7 +781,7 @@ fn unfaultable(round: &Round) -> Option<Finding> {
             "no email was delivered, so there was no send to crash or time out.".to_string(),
         ],
         seed: round.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -891,7 +870,8 @@ fn finding(round: &Round, played: &Played, evidence: String, then: &str) -> Find
         scenario: format!("{}, {}{whose}{then}:", round.batch.name(), describe(played)),
         details,
         seed: round.batch.seed,
-        timeline: Some(story(round.batch, &played.history.events, who.as_ref())),
+        timeline: story(round.batch, &played.history.events, who.as_ref()),
+        ..Default::default()
     }
 }
 

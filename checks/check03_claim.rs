@@ -608,6 +608,7 @@ fn trouble_finding(round: &Round) -> Option<Finding> {
         scenario: format!("{}: {trouble}", round.race.describe()),
         details: round.played.relay_error().into_iter().collect(),
         seed: round.race.seed,
+        ..Default::default()
     })
 }
 
@@ -618,6 +619,7 @@ fn twice(round: &Round) -> Option<Finding> {
         scenario: format!("{}:", round.race.describe()),
         details: twice_lines(tally, 3),
         seed: round.race.seed,
+        ..Default::default()
     })
 }
 
@@ -644,6 +646,7 @@ fn unsent(round: &Round) -> Option<Finding> {
         ),
         details,
         seed: round.race.seed,
+        ..Default::default()
     })
 }
 
@@ -674,6 +677,7 @@ fn repeated(round: &Round) -> Option<Finding> {
         scenario: format!("{}:", round.race.describe()),
         details,
         seed: round.race.seed,
+        ..Default::default()
     })
 }
 
@@ -738,5 +742,6 @@ fn waited(round: &Round) -> Option<Finding> {
             longest / 1000.0
         )],
         seed: None,
+        ..Default::default()
     })
 }

@@ -17,7 +17,7 @@ use anyhow::Result;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::history::{read_pairs, History};
-use lab::report::Verdict;
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
@@ -465,17 +465,9 @@ fn run(case: &Case) -> Result<String> {
     Ok(out)
 }
 
-/// The first failure of a property, in the order the batches were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-    timeline: Vec<Event>,
-    /// How many invites it concerns: of two plays that both fail, the
-    /// smaller failure is the one reported.
-    size: usize,
-}
+/// A timing failure, with how many invites it concerns: of two plays that
+/// both fail, the smaller failure is the one reported.
+type Counted = (usize, Finding);
 
 /// Plays every batch at once: the scenarios spend their time in the
 /// provider's sleeps, and played one after another they would take seconds
@@ -507,7 +499,7 @@ fn needs_replay(batch: &Batch, plays: &[Played]) -> bool {
     let answers = first.answers(batch);
     let all_failed =
         answers.len() == batch.invites.len() && answers.iter().all(|a| a.error.is_some());
-    let always = |judge: fn(&Batch, &Played) -> Option<Finding>| {
+    let always = |judge: fn(&Batch, &Played) -> Option<Counted>| {
         plays.iter().all(|played| judge(batch, played).is_some())
     };
     untested(batch, first).is_none() && !all_failed && (always(failures) || always(waits))
@@ -520,13 +512,16 @@ fn needs_replay(batch: &Batch, plays: &[Played]) -> bool {
 fn confirmed(
     batch: &Batch,
     plays: &[Played],
-    judge: fn(&Batch, &Played) -> Option<Finding>,
+    judge: fn(&Batch, &Played) -> Option<Counted>,
 ) -> Option<Finding> {
     let mut findings = Vec::new();
     for played in plays {
         findings.push(judge(batch, played)?);
     }
-    findings.into_iter().min_by_key(|f| f.size)
+    findings
+        .into_iter()
+        .min_by_key(|(size, _)| *size)
+        .map(|(_, f)| f)
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
@@ -602,24 +597,13 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     })
 }
 
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    verdict.timeline = f.timeline;
-    verdict
-}
-
 fn trouble_finding(batch: &Batch, played: &Played) -> Option<Finding> {
     played.trouble().map(|trouble| Finding {
         evidence: "the case did not finish".to_string(),
         scenario: format!("{}: {trouble}", batch.name()),
         details: Vec::new(),
         seed: batch.seed,
-        timeline: Vec::new(),
-        size: 0,
+        ..Default::default()
     })
 }
 
@@ -638,15 +622,14 @@ fn untested(batch: &Batch, played: &Played) -> Option<Finding> {
             batch.backlog.len()
         )],
         seed: batch.seed,
-        timeline: Vec::new(),
-        size: 0,
+        ..Default::default()
     })
 }
 
 /// Invites that returned an error while the relay was sending.
-fn failures(batch: &Batch, played: &Played) -> Option<Finding> {
+fn failures(batch: &Batch, played: &Played) -> Option<Counted> {
     if let Some(f) = untested(batch, played) {
-        return Some(f);
+        return Some((0, f));
     }
     let answers = played.answers(batch);
     let failed: Vec<&Answer> = answers.iter().filter(|a| a.error.is_some()).collect();
@@ -654,8 +637,7 @@ fn failures(batch: &Batch, played: &Played) -> Option<Finding> {
         return None;
     }
     let evidence = format!("{} of {} failed", failed.len(), batch.invites.len());
-    Some(Finding {
-        size: failed.len(),
+    let finding = Finding {
         evidence,
         scenario: batch.scenario(),
         details: failed
@@ -667,13 +649,15 @@ fn failures(batch: &Batch, played: &Played) -> Option<Finding> {
             .collect(),
         seed: batch.seed,
         timeline: played.together(),
-    })
+        ..Default::default()
+    };
+    Some((failed.len(), finding))
 }
 
 /// Invites that took longer than a quarter of one send.
-fn waits(batch: &Batch, played: &Played) -> Option<Finding> {
+fn waits(batch: &Batch, played: &Played) -> Option<Counted> {
     if let Some(f) = untested(batch, played) {
-        return Some(f);
+        return Some((0, f));
     }
     let answers = played.answers(batch);
     let slow: Vec<&Answer> = answers
@@ -686,8 +670,7 @@ fn waits(batch: &Batch, played: &Played) -> Option<Finding> {
     // One timeline per scenario: if the invites also failed, the first
     // property already drew it.
     let failed = answers.iter().any(|a| a.error.is_some());
-    Some(Finding {
-        size: slow.len(),
+    let finding = Finding {
         evidence: format!(
             "{} of {} took over {}",
             slow.len(),
@@ -705,7 +688,9 @@ fn waits(batch: &Batch, played: &Played) -> Option<Finding> {
         } else {
             played.together()
         },
-    })
+        ..Default::default()
+    };
+    Some((slow.len(), finding))
 }
 
 /// Members without exactly one email naming their workspace, and invites
@@ -767,7 +752,6 @@ fn exactly_one(batch: &Batch, played: &Played) -> Option<Finding> {
         ),
         details,
         seed: batch.seed,
-        timeline: Vec::new(),
-        size: lost + twice + missing,
+        ..Default::default()
     })
 }

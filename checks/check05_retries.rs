@@ -23,7 +23,7 @@ use lab::explore::{
     cut_down, explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_outbox, History};
-use lab::report::Verdict;
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, ProviderScript, Step};
@@ -601,17 +601,6 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// The first failure of a property, in the order the scenarios were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-    /// The scenario's events, for a failure that comes from a fault, and
-    /// whose events to follow.
-    timeline: Option<(History, Option<String>)>,
-}
-
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let mut batches = vec![Batch::chapter()];
     batches.extend(options.seeds.iter().map(|&s| Batch::random(s)));
@@ -664,26 +653,13 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     })
 }
 
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    if let Some((history, focus)) = f.timeline {
-        verdict.timeline = history.events;
-        verdict.focus = focus;
-    }
-    verdict
-}
-
 fn trouble_finding(played: &Played) -> Option<Finding> {
     played.trouble().map(|trouble| Finding {
         evidence: "the case did not finish".to_string(),
         scenario: format!("{}: {trouble}", played.batch.name()),
         details: Vec::new(),
         seed: played.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -730,7 +706,12 @@ fn delivered(played: &Played) -> Option<Finding> {
         details,
         seed: played.batch.seed,
         // The scenario is two rows: its whole story fits.
-        timeline: fault.then(|| (played.history.clone(), None)),
+        timeline: if fault {
+            played.history.events.clone()
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
     })
 }
 
@@ -810,7 +791,7 @@ fn dead_row(played: &Played, p: &Person) -> Option<Finding> {
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -851,7 +832,7 @@ fn rejected(played: &Played) -> Option<Finding> {
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 
@@ -914,7 +895,7 @@ fn early(played: &[Played]) -> Option<Finding> {
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
-        timeline: None,
+        ..Default::default()
     })
 }
 

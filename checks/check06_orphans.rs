@@ -43,12 +43,12 @@ use lab::explore::{
     cut_down, explore, span, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_outbox, History};
-use lab::report::Verdict;
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
 use lab::serve::{Job, Schedule};
-use lab::world::{Delivery, Event, Outcome, Recorder};
+use lab::world::{Delivery, Outcome, Recorder};
 
 /// How the checks name an outbox row: its channel and recipient.
 const KEY: &str = "channel || ' ' || recipient";
@@ -842,16 +842,6 @@ fn run(case: &Case) -> Result<String> {
     Ok(out)
 }
 
-/// The first failure of a property, in the order the scenarios were played.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-    /// The scenario's events, for a failure that comes from a fault.
-    timeline: Vec<Event>,
-}
-
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let case = &case.patient(PATIENCE);
     let mut scenarios = Batch::chapter().scenarios(true);
@@ -916,23 +906,13 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     })
 }
 
-fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
-    let Some(f) = finding else {
-        return Verdict::pass(property, pass_evidence);
-    };
-    let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
-    verdict.seed = f.seed;
-    verdict.timeline = f.timeline;
-    verdict
-}
-
 fn trouble_finding(played: &Played) -> Option<Finding> {
     played.trouble().map(|trouble| Finding {
         evidence: "the case did not finish".to_string(),
         scenario: format!("{} {trouble}", played.scenario.name()),
         details: Vec::new(),
         seed: played.scenario.seed,
-        timeline: Vec::new(),
+        ..Default::default()
     })
 }
 
@@ -1022,6 +1002,7 @@ fn eventually(played: &Played) -> Option<Finding> {
         details,
         seed: s.seed,
         timeline: played.history.events.clone(),
+        ..Default::default()
     })
 }
 
@@ -1057,7 +1038,7 @@ fn refused_again(played: &Played, r: &Person) -> Option<Finding> {
         scenario: s.name(),
         details,
         seed: s.seed,
-        timeline: Vec::new(),
+        ..Default::default()
     })
 }
 
@@ -1094,7 +1075,7 @@ fn live(played: &Played) -> Option<Finding> {
             ),
         ],
         seed: played.scenario.seed,
-        timeline: Vec::new(),
+        ..Default::default()
     })
 }
 
@@ -1138,7 +1119,7 @@ fn live_batch(played: &Played) -> Option<Finding> {
             ),
         ],
         seed: played.scenario.seed,
-        timeline: Vec::new(),
+        ..Default::default()
     })
 }
 
@@ -1191,7 +1172,7 @@ fn late(played: &Played) -> Option<Finding> {
         scenario: played.scenario.name(),
         details,
         seed: played.scenario.seed,
-        timeline: Vec::new(),
+        ..Default::default()
     })
 }
 

@@ -24,7 +24,7 @@ use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{cut_down, explore, Explorer, Fate, FaultModel, Invariants, Observation, Run};
 use lab::history::History;
-use lab::report::Verdict;
+use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
@@ -724,28 +724,13 @@ fn dead_letter(s: &Scenario, played: &Played, row: &Row) -> String {
     )
 }
 
-/// A property that failed: what to print.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-}
-
-impl Finding {
-    fn verdict(self, property: &str) -> Verdict {
-        let mut v = Verdict::fail(property, self.evidence, self.scenario, self.details);
-        v.seed = self.seed;
-        v
-    }
-}
-
 fn trouble_finding(s: &Scenario, played: &Played) -> Option<Finding> {
     played.trouble().map(|trouble| Finding {
         evidence: trouble.clone(),
         scenario: format!("{}: {}:", s.name, s.outage_story()),
         details: vec![format!("{trouble}.")],
         seed: s.seed,
+        ..Default::default()
     })
 }
 
@@ -813,24 +798,25 @@ fn followed(mut verdict: Verdict) -> Verdict {
 fn judge(
     property: &str,
     scenarios: &[(&Scenario, &Played)],
-    rule: fn(&Scenario, &Played) -> std::result::Result<String, Finding>,
+    rule: fn(&Scenario, &Played) -> std::result::Result<String, Box<Finding>>,
 ) -> Verdict {
     let mut evidence = None;
-    for &(s, played) in scenarios {
+    let finding = scenarios.iter().find_map(|&(s, played)| {
         if let Some(f) = trouble_finding(s, played) {
-            return f.verdict(property);
+            return Some(f);
         }
         match rule(s, played) {
             Ok(e) => {
                 evidence.get_or_insert(e);
+                None
             }
-            Err(f) => return f.verdict(property),
+            Err(f) => Some(*f),
         }
-    }
-    Verdict::pass(property, evidence.unwrap_or_default())
+    });
+    report::judge(property, evidence.unwrap_or_default(), finding)
 }
 
-fn not_dead(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn not_dead(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     // A row the provider refused for good is rightly dead-lettered.
     let dead: Vec<&Row> = played
         .dead_letters()
@@ -848,15 +834,16 @@ fn not_dead(s: &Scenario, played: &Played) -> std::result::Result<String, Findin
     if dead.len() > 3 {
         details.push(format!("... and {} more", dead.len() - 3));
     }
-    Err(Finding {
+    Err(Box::new(Finding {
         evidence: format!("{} of {} rows", dead.len(), played.rows.len()),
         scenario: format!("{}: {}:", s.name, s.outage_story()),
         details,
         seed: s.seed,
-    })
+        ..Default::default()
+    }))
 }
 
-fn delivered(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn delivered(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let lost: Vec<&Published> = s
         .expected()
         .filter(|p| played.delivered_at(p).is_none())
@@ -894,12 +881,13 @@ fn delivered(s: &Scenario, played: &Played) -> std::result::Result<String, Findi
         clock(end),
         span(s.until_ms - end)
     ));
-    Err(Finding {
+    Err(Box::new(Finding {
         evidence: tally,
         scenario: format!("{}: {}:", s.name, s.outage_story()),
         details,
         seed: s.seed,
-    })
+        ..Default::default()
+    }))
 }
 
 /// The most sends an outage from `from` to `to` may see.
@@ -907,7 +895,7 @@ fn bound(from: i64, to: i64) -> usize {
     ((to - from + PROBE_EVERY - 1) / PROBE_EVERY) as usize + EDGE_SLACK
 }
 
-fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let mut evidence = Vec::new();
     for &(from, to) in &s.outages {
         let sends: Vec<i64> = played
@@ -924,7 +912,7 @@ fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Fi
         );
         if sends.len() > most {
             let first_minute = sends.iter().filter(|&&t| t < from + MINUTE).count();
-            return Err(Finding {
+            return Err(Box::new(Finding {
                 evidence: tally,
                 scenario: format!("{}: {}:", s.name, s.outage_story()),
                 details: vec![
@@ -942,14 +930,15 @@ fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Fi
                     ),
                 ],
                 seed: s.seed,
-            });
+                ..Default::default()
+            }));
         }
         evidence.push(tally);
     }
     Ok(evidence.join("; "))
 }
 
-fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let working: Vec<&Published> = s.expected().filter(|p| p.channel != s.down).collect();
     let up = working.first().map(|p| p.channel).unwrap_or("push");
     let waits: Vec<(&Published, Option<i64>)> = working
@@ -997,15 +986,16 @@ fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Finding
         "the {up} provider worked throughout: only the {} provider was down.",
         s.down
     ));
-    Err(Finding {
+    Err(Box::new(Finding {
         evidence: tally,
         scenario: format!("{}: {}:", s.name, s.outage_story()),
         details,
         seed: s.seed,
-    })
+        ..Default::default()
+    }))
 }
 
-fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let mut gaps = Vec::new();
     let flaky = s
         .published
@@ -1037,7 +1027,7 @@ fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
                     ),
                     _ => format!("{}: its {} was never sent.", p.recipient, p.channel),
                 };
-                return Err(Finding {
+                return Err(Box::new(Finding {
                     evidence: match gap {
                         Some(g) => format!("retried after {}", span(g)),
                         None => "never retried".to_string(),
@@ -1056,7 +1046,8 @@ fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
                         ),
                     ],
                     seed: s.seed,
-                });
+                    ..Default::default()
+                }));
             }
         }
     }

@@ -34,7 +34,7 @@ use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::History;
-use lab::report::Verdict;
+use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB};
@@ -855,24 +855,6 @@ fn run(case: &Case) -> Result<String> {
     Ok(out)
 }
 
-/// A property that failed: what to print.
-struct Finding {
-    evidence: String,
-    scenario: String,
-    details: Vec<String>,
-    seed: Option<u64>,
-    timeline: Vec<Event>,
-}
-
-impl Finding {
-    fn verdict(self, property: &str) -> Verdict {
-        let mut v = Verdict::fail(property, self.evidence, self.scenario, self.details);
-        v.seed = self.seed;
-        v.timeline = self.timeline;
-        v
-    }
-}
-
 /// One crash scenario of the chapter's batch: the troubled push it is about.
 struct Crash {
     push: Published,
@@ -1044,31 +1026,31 @@ fn commit_before_push(history: &History, p: &Published, attempt: usize) -> Optio
         .and_then(|e| e.nth)
 }
 
-type Rule = fn(&Scenario, &Played) -> std::result::Result<String, Finding>;
+type Rule = fn(&Scenario, &Played) -> std::result::Result<String, Box<Finding>>;
 
 /// Judges one property over the scenarios in order: the first that breaks
 /// it names the failure; if none does, the chapter's batch gives the evidence.
 fn judge(property: &str, scenarios: &[(&Scenario, &Played)], rule: Rule) -> Verdict {
     let mut evidence = None;
-    for &(s, played) in scenarios {
+    let finding = scenarios.iter().find_map(|&(s, played)| {
         if let Some(trouble) = played.trouble() {
-            return Finding {
+            return Some(Finding {
                 evidence: trouble.clone(),
                 scenario: format!("{}:", s.name),
                 details: vec![format!("{trouble}.")],
                 seed: s.seed,
-                timeline: Vec::new(),
-            }
-            .verdict(property);
+                ..Default::default()
+            });
         }
         match rule(s, played) {
             Ok(e) => {
                 evidence.get_or_insert(e);
+                None
             }
-            Err(f) => return f.verdict(property),
+            Err(f) => Some(*f),
         }
-    }
-    Verdict::pass(property, evidence.unwrap_or_default())
+    });
+    report::judge(property, evidence.unwrap_or_default(), finding)
 }
 
 /// "ada (event_cancelled, The picnic is cancelled)"
@@ -1076,17 +1058,17 @@ fn about(p: &Published) -> String {
     format!("{}'s {} \"{}\"", p.person.id, p.notice.kind, p.notice.text)
 }
 
-fn failing(s: &Scenario, evidence: String, details: Vec<String>) -> Finding {
-    Finding {
+fn failing(s: &Scenario, evidence: String, details: Vec<String>) -> Box<Finding> {
+    Box::new(Finding {
         evidence,
         scenario: format!("{}:", s.name),
         details,
         seed: s.seed,
-        timeline: Vec::new(),
-    }
+        ..Default::default()
+    })
 }
 
-fn told(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn told(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let important: Vec<&Published> = s
         .published
         .iter()
@@ -1129,7 +1111,7 @@ fn told(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
     Err(failing(s, tally, details))
 }
 
-fn one_each(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn one_each(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let dead: Vec<&Published> = s
         .published
         .iter()
@@ -1169,7 +1151,7 @@ fn one_each(s: &Scenario, played: &Played) -> std::result::Result<String, Findin
     Err(failing(s, tally, details))
 }
 
-fn important_only(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn important_only(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let others: Vec<&Published> = s
         .published
         .iter()
@@ -1203,7 +1185,7 @@ fn important_only(s: &Scenario, played: &Played) -> std::result::Result<String, 
     Err(failing(s, tally, details))
 }
 
-fn not_early(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn not_early(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let mut through = 0;
     let mut details = Vec::new();
     for p in s.published.iter().filter(|p| p.person.channel == "push") {
@@ -1274,7 +1256,7 @@ fn not_early(s: &Scenario, played: &Played) -> std::result::Result<String, Findi
 /// During a push outage longer than the deadline: an important push not
 /// through within 10 min of being queued goes by email, at the wake-up
 /// that sees it overdue or the next, and then never by push.
-fn deadline(s: &Scenario, played: &Played) -> std::result::Result<String, Finding> {
+fn deadline(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     let mut emailed = 0;
     let mut pushed = 0;
     let mut details = Vec::new();

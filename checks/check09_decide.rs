@@ -768,6 +768,7 @@ fn trouble_finding(played: &Played) -> Option<Finding> {
         scenario: format!("{}: {trouble}", played.batch.name()),
         details: Vec::new(),
         seed: played.batch.seed,
+        ..Default::default()
     })
 }
 
@@ -795,6 +796,7 @@ fn first(
         scenario: format!("{}:", p.batch.name()),
         details: lines.into_iter().take(6).collect(),
         seed: p.batch.seed,
+        ..Default::default()
     });
     (total, finding)
 }

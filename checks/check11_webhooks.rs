@@ -1188,6 +1188,7 @@ fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) 
                 scenario: format!("{}: {trouble}", p.batch.name()),
                 details: Vec::new(),
                 seed: p.batch.seed,
+                ..Default::default()
             });
         }
         let lines = judge(p);
@@ -1201,6 +1202,7 @@ fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) 
         scenario: format!("{}:", p.batch.name()),
         details: lines.into_iter().take(6).collect(),
         seed: p.batch.seed,
+        ..Default::default()
     })
 }
 

@@ -42,7 +42,7 @@ pub struct Verdict {
 
 /// The first failure of a property among a chapter's own scenarios, in
 /// the order they were played: what its verdict says.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Finding {
     pub evidence: String,
     /// The scenario it happened in, as the report names it.
@@ -50,6 +50,10 @@ pub struct Finding {
     pub details: Vec<String>,
     /// The seed of a generated scenario, for `--seed`.
     pub seed: Option<u64>,
+    /// The scenario's events, for the timeline (empty when none).
+    pub timeline: Vec<Event>,
+    /// Whose events the timeline follows.
+    pub focus: Option<String>,
 }
 
 /// The verdict on `property`: it held, with `pass_evidence`, unless a
@@ -60,6 +64,8 @@ pub fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) ->
     };
     let mut verdict = Verdict::fail(property, f.evidence, f.scenario, f.details);
     verdict.seed = f.seed;
+    verdict.timeline = f.timeline;
+    verdict.focus = f.focus;
     verdict
 }
 
