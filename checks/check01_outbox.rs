@@ -349,6 +349,16 @@ impl Round<'_> {
 
 fn play_round<'a>(case: &Case, batch: &'a Batch) -> Result<Round<'a>> {
     let normal = play(case, batch, None)?;
+    // A batch the case cannot finish as is names every property's failure:
+    // its faults would only wait on the same hang again.
+    if normal.trouble().is_some() {
+        return Ok(Round {
+            batch,
+            normal,
+            crashes: Vec::new(),
+            failures: Vec::new(),
+        });
+    }
     // Every invite commit the normal run made is a crash point; every one it
     // attempted is a commit to fail.
     let crash_points = normal.history.commits("invite");
@@ -382,7 +392,13 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .collect();
     let mut rounds = Vec::new();
     for batch in &batches {
-        rounds.push(play_round(case, batch)?);
+        let round = play_round(case, batch)?;
+        let troubled = round.normal.trouble().is_some();
+        rounds.push(round);
+        // Every property fails on this round first: later ones go unread.
+        if troubled {
+            break;
+        }
     }
     let processes: usize = rounds.iter().map(Round::processes).sum();
     // A property that holds shows the chapter's batch's figure.
