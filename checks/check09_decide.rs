@@ -1004,7 +1004,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         ),
         judge(
             HELD,
-            format!("{held_count} pushes held, each sent by 08:02"),
+            format!("{held_count} pushes published in quiet hours, each sent by 08:02"),
             f_held,
         ),
         judge(

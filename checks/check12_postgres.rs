@@ -67,8 +67,8 @@ const KILLS: usize = 4;
 const SEND_MS: u64 = 20;
 /// Real time a send takes in the kill plays, in ms.
 const KILL_SEND_MS: u64 = 4;
-/// The sweep's threshold: far longer than any batch takes here (50 sends
-/// of a few ms), as five minutes are far longer than a real batch.
+/// The sweep's threshold: about ten times a batch of 50 sends in the kill
+/// plays (4 ms each), more than twice one in the speed plays (20 ms each).
 const STALE_AFTER_MS: u64 = 2500;
 
 /// Chapter 5's backoff gaps, scaled as every time here (5 s, 30 s, 5 min
