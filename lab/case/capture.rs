@@ -53,12 +53,17 @@ mod imp {
             .spawn(watch);
     }
 
+    /// How often the output's size is looked at. A print loop gets this
+    /// long past [`KEEP_BYTES`] before it is cut, a megabyte or so; a case
+    /// that prints little pays a wake-up this often, not one a millisecond.
+    const LOOK_EVERY: Duration = Duration::from_millis(20);
+
     /// Cuts the output once the file holds [`KEEP_BYTES`]: from then on the
     /// process prints to the null device.
     fn watch() {
         let Some(out) = FILE.get() else { return };
         loop {
-            std::thread::sleep(Duration::from_millis(3));
+            std::thread::sleep(LOOK_EVERY);
             let size = out.metadata().map(|m| m.len()).unwrap_or(0);
             if size < KEEP_BYTES {
                 continue;

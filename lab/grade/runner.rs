@@ -208,9 +208,22 @@ impl Case {
             crate::status::played();
         }
         let started = Instant::now();
+        // Each child has a thread that blocks until it ends and then wakes
+        // this loop: no polling while a case runs.
+        let (wake, woken) = std::sync::mpsc::channel::<()>();
+        for child in children.iter().flatten() {
+            watch_exit(child, wake.clone());
+        }
         let mut exits: Vec<Option<Exit>> = plans.iter().map(|_| None).collect();
         let mut told: Option<Instant> = None;
+        let mut first = true;
         while exits.iter().any(Option::is_none) {
+            if !first {
+                // Woken by an exit, or by the time to look at the timeout
+                // and the status line.
+                let _ = woken.recv_timeout(LOOK_EVERY);
+            }
+            first = false;
             for (i, slot) in children.iter_mut().enumerate() {
                 let Some(child) = slot else { continue };
                 if exited(child) {
@@ -247,7 +260,6 @@ impl Case {
                     )));
                 }
             }
-            std::thread::sleep(Duration::from_millis(1));
         }
         if told.is_some() {
             crate::status::waiting(None);
@@ -392,6 +404,40 @@ pub fn stop_all() {
 }
 
 /// Kills `child`'s process group: the process and whatever it started.
+/// How often a wait on a case's processes looks at the time when none has
+/// ended: for the timeout and the status line.
+#[cfg(unix)]
+const LOOK_EVERY: Duration = Duration::from_millis(50);
+/// Without a blocking wait for a child, the wait polls.
+#[cfg(not(unix))]
+const LOOK_EVERY: Duration = Duration::from_millis(1);
+
+/// Sends on `wake` once `child` has ended, from a thread that blocks until
+/// then without reaping it, so its group can still be stopped safely.
+#[cfg(unix)]
+fn watch_exit(child: &Child, wake: std::sync::mpsc::Sender<()>) {
+    let pid = child.id() as libc::id_t;
+    std::thread::spawn(move || {
+        loop {
+            // SAFETY: waitid(2) with WNOWAIT only waits for the child's
+            // state; the parent reaps it.
+            let found = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
+            };
+            let interrupted = found != 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+            if !interrupted {
+                break;
+            }
+        }
+        // The wait may be over already: nobody listens then.
+        let _ = wake.send(());
+    });
+}
+#[cfg(not(unix))]
+fn watch_exit(_child: &Child, _wake: std::sync::mpsc::Sender<()>) {}
+
 /// Called while the child is not reaped yet, so its id (the group's) cannot
 /// have been reused.
 #[cfg(unix)]
