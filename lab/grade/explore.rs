@@ -36,6 +36,9 @@ pub struct Budget {
     /// Faults played per scenario: `None` plays every fault point, a number
     /// samples that many from the seed.
     pub faults: Option<usize>,
+    /// Whether the explorer's [covering seeds](Explorer::covering_seeds)
+    /// are played too, after the range above.
+    pub covering: bool,
 }
 
 impl Budget {
@@ -44,6 +47,7 @@ impl Budget {
         first_seed: 1,
         scenarios: 4,
         faults: Some(6),
+        covering: true,
     };
 
     /// For CI and instructors: `seeds` scenarios, each under every fault
@@ -54,6 +58,7 @@ impl Budget {
             first_seed: 1,
             scenarios: seeds,
             faults: Some(THOROUGH_FAULTS),
+            covering: true,
         }
     }
 
@@ -63,6 +68,7 @@ impl Budget {
             first_seed: seed,
             scenarios: 1,
             faults: None,
+            covering: false,
         }
     }
 }
@@ -242,6 +248,27 @@ pub trait Explorer: Sync {
     fn shrink(&self, scenario: &Self::Scenario) -> Vec<Self::Scenario>;
     /// One line about the scenario: "3 people; email down 0:30 to 5:00".
     fn describe(&self, scenario: &Self::Scenario) -> String;
+    /// Seeds beyond the first few whose scenarios have a shape that none
+    /// of the first few has, and that a plausible mistake shows only in.
+    /// The quick budget plays them too, so that the learner's loop catches
+    /// that mistake; the chapter's tests pin each seed's shape.
+    fn covering_seeds(&self) -> &'static [u64] {
+        &[]
+    }
+}
+
+/// The seeds `budget` plays with `explorer`: its range, then the covering
+/// seeds the range lacks.
+pub fn seeds_of<E: Explorer>(explorer: &E, budget: Budget) -> Vec<u64> {
+    let mut seeds: Vec<u64> = (budget.first_seed..budget.first_seed + budget.scenarios).collect();
+    if budget.covering {
+        for &seed in explorer.covering_seeds() {
+            if !seeds.contains(&seed) {
+                seeds.push(seed);
+            }
+        }
+    }
+    seeds
 }
 
 /// The properties exploring judges, in the order they are reported.
@@ -952,7 +979,7 @@ pub fn explore<E: Explorer>(
     budget: Budget,
 ) -> Result<Explored> {
     let reference = reference.map(|r| Reference::new(r, chapter));
-    let seeds: Vec<u64> = (budget.first_seed..budget.first_seed + budget.scenarios).collect();
+    let seeds = seeds_of(explorer, budget);
     let results = in_parallel(&seeds, |&seed| {
         let scenario = explorer.generate(seed);
         judge_one(
