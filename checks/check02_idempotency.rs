@@ -14,8 +14,6 @@
 //! crash after every commit and every accepted send, and a failing commit.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use anyhow::Result;
 use serde::Serialize;
@@ -25,7 +23,7 @@ use lab::explore::{explore, Explored, Explorer, FaultModel, Invariants, Observat
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
-use lab::runner::{first_trouble, scenario_dir, Case, Exit};
+use lab::runner::{first_trouble, scenario_dir, side_by_side, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
 use lab::serve::ADVANCE;
 use lab::world::{Event, Kind, Outcome};
@@ -605,7 +603,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .collect();
     // Every batch's clean run first, then every fault of every batch in one
     // pool, so the cores stay busy.
-    let normals = side_by_side(&batches, |b| play(case, b, None))
+    let normals = side_by_side(&batches, PER_CORE, |b| play(case, b, None))
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
     // A batch the case cannot finish as is names every property's failure,
@@ -622,10 +620,12 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         sizes.push((crashes.len(), timeouts.len()));
         jobs.extend(crashes.into_iter().chain(timeouts).map(|f| (b, f)));
     }
-    let mut played = side_by_side(&jobs, |(b, f)| play(case, &batches[*b], Some(f.clone())))
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?
-        .into_iter();
+    let mut played = side_by_side(&jobs, PER_CORE, |(b, f)| {
+        play(case, &batches[*b], Some(f.clone()))
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?
+    .into_iter();
     let mut rounds = Vec::new();
     for ((batch, normal), (crashes, timeouts)) in batches.iter().zip(normals).zip(sizes) {
         rounds.push(Round {
@@ -968,32 +968,6 @@ fn keep_in_call(call: &[&Event], mine: &impl Fn(&Event) -> bool) -> Vec<Event> {
         }
     }
     kept
-}
-
-/// Maps `f` over `items` with several scenarios per core, keeping the order
-/// of the results. A scenario spends most of its time waiting for the disk
-/// to confirm commits, so more of them than cores run side by side.
-fn side_by_side<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let workers = (cores * PER_CORE).min(items.len().max(1));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let result = f(item);
-                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every scenario was played"))
-        .collect()
 }
 
 /// Chapter 2's world for the explorer: chapter 1's generated invites (one

@@ -149,6 +149,7 @@ fn a_case_that_prints_spawns_hangs_or_exits_early_is_explained_once() {
     }
 
     a_case_that_exits_early_and_prints_in_a_loop(&shop, &shipped);
+    a_hang_in_plays_side_by_side_is_named_the_same_every_run(&shop);
 }
 
 /// The second half of the test above, in the same copy: one copy of the
@@ -192,6 +193,34 @@ fn a_case_that_exits_early_and_prints_in_a_loop(shop: &Workshop, shipped: &str) 
     let text = stdout(&out);
     assert!(text.contains("never tried"), "{text}");
     assert!(text.contains("output cut after 32 KB"), "{text}");
+}
+
+/// Check 2 plays its batches side by side, and they hang in whatever
+/// order; the hang it reports is the chapter's batch's, every run.
+fn a_hang_in_plays_side_by_side_is_named_the_same_every_run(shop: &Workshop) {
+    let case = "cases/case02_idempotency.rs";
+    let shipped = shop.read(case);
+    let send = "        db.execute(\"UPDATE outbox SET sent = 1 WHERE id = ?1\", [id])?;\n";
+    assert!(shipped.contains(send), "case 2 marks each row sent");
+    shop.write(
+        case,
+        &shipped.replacen(
+            send,
+            &format!("{send}        while id >= 2 {{\n            std::thread::sleep(std::time::Duration::from_millis(20));\n        }}\n"),
+            1,
+        ),
+    );
+    for _ in 0..2 {
+        let out = shop.notify(&["check", "2", "--timeout", "1"]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+        assert_eq!(text.matches("HANG").count(), 1, "{text}");
+        assert!(
+            text.contains("HANG  relay, after invite eli did not finish within 1.0 s"),
+            "the chapter's batch, the first the check lists: {text}"
+        );
+    }
+    shop.write(case, &shipped);
 }
 
 #[test]

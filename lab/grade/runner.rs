@@ -60,7 +60,7 @@ pub struct Incident {
     pub output: Option<Output>,
     /// Orders incidents the same way on every run (see [`Case::note`]).
     #[serde(skip)]
-    key: (usize, usize),
+    key: (usize, Vec<usize>, usize),
 }
 
 impl Incident {
@@ -151,7 +151,7 @@ impl Case {
     /// The incidents of the case's processes, the same order on every run.
     pub fn incidents(&self) -> Vec<Incident> {
         let mut all = crate::db::lock(&self.log).incidents.clone();
-        all.sort_by_key(|a| a.key);
+        all.sort_by(|a, b| a.key.cmp(&b.key));
         all
     }
 
@@ -173,11 +173,13 @@ impl Case {
         };
         // The fault-free play of a first process first, where a learner
         // can follow it best; then the fewest steps played; then the one
-        // played first (checks play their own batch before others).
+        // the check lists first (checks play their own batch before
+        // others), whichever ended first; then the one noted first.
         let key = (
             usize::from(plan.fault.is_some()) * 1_000_000
                 + plan.process as usize * 10_000
                 + step.unwrap_or(0),
+            PLAY.with(|p| p.borrow().clone()),
             log.incidents.len(),
         );
         log.incidents.push(Incident {
@@ -610,12 +612,29 @@ pub fn scenario_dir() -> Result<TempDir> {
         })
 }
 
+thread_local! {
+    /// Where the running play stands in the check's own order: the index of
+    /// its item in each [`in_parallel`] it runs in, outermost first. Plays
+    /// side by side end in any order; this order is the same every run.
+    static PLAY: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Maps `f` over `items` on every core, keeping the order of the results.
 pub fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(items.len().max(1));
+    side_by_side(items, 1, f)
+}
+
+/// Maps `f` over `items` with `per_core` items at a time on every core,
+/// keeping the order of the results: for scenarios that spend most of their
+/// time waiting for the disk to confirm commits.
+pub fn side_by_side<T: Sync, R: Send>(
+    items: &[T],
+    per_core: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let outer = PLAY.with(|p| p.borrow().clone());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = (cores * per_core).min(items.len().max(1));
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
@@ -623,6 +642,11 @@ pub fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) ->
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { break };
+                PLAY.with(|p| {
+                    let mut path = outer.clone();
+                    path.push(i);
+                    *p.borrow_mut() = path;
+                });
                 let result = f(item);
                 crate::db::lock(&results)[i] = Some(result);
             });
