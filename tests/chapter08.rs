@@ -103,7 +103,7 @@ fn the_shipped_case_tells_nobody_whose_push_was_dead_lettered() {
     assert_eq!(code, 1);
     let v = &report["verdicts"];
     assert_eq!(v[TOLD]["evidence"], "13 of 15 told");
-    assert_eq!(v[DEADLINE]["evidence"], "5 of 7 not");
+    assert_eq!(v[DEADLINE]["evidence"], "7 of 9 not");
     assert_eq!(
         v[ONE_EACH]["evidence"],
         "0 emails for 2 dead-lettered pushes"
@@ -133,11 +133,11 @@ fn the_reference_solution_passes_everything() {
     assert_eq!(v[CRASH]["evidence"], "2 crash points");
     assert_eq!(
         v[DEADLINE]["evidence"],
-        "5 of 7 by email within 10 min 4 s, 2 by push in time"
+        "7 of 9 by email within 10 min 4 s, 2 by push in time"
     );
     assert_eq!(v[AGREES]["evidence"], "this is the reference solution");
     let explored = v[SURVIVES]["evidence"].as_str().unwrap();
-    assert!(explored.starts_with("5 scenarios, "), "{explored}");
+    assert!(explored.starts_with("6 scenarios, "), "{explored}");
 }
 
 #[test]
