@@ -803,6 +803,10 @@ struct Judged {
     fault: Option<Injected>,
     breaches: Vec<Breach>,
     history: History,
+    /// False when the case did not play the scenario to its end (a hang,
+    /// an early exit): a smaller scenario would most likely stop the same
+    /// way, after waiting as long, so such a failure is not shrunk.
+    finished: bool,
 }
 
 /// How much was covered, for the PASS lines.
@@ -903,6 +907,7 @@ fn judge_one<E: Explorer>(
         fault: None,
         breaches,
         history: normal.history,
+        finished,
     });
     if !finished {
         return Ok((judged, coverage));
@@ -916,7 +921,9 @@ fn judge_one<E: Explorer>(
         }
         coverage.processes += faulted.exits.len();
         let mut breaches = Vec::new();
-        if let Some(trouble) = faulted.trouble(Some(&fault)) {
+        let trouble = faulted.trouble(Some(&fault));
+        let finished = trouble.is_none();
+        if let Some(trouble) = trouble {
             breaches.push(Breach {
                 rule: Rule::Survives,
                 lines: vec![format!("the case did not finish: {trouble}")],
@@ -963,6 +970,7 @@ fn judge_one<E: Explorer>(
             fault: Some(fault),
             breaches,
             history: faulted.history,
+            finished,
         });
     }
     Ok((judged, coverage))
@@ -978,6 +986,28 @@ pub fn explore<E: Explorer>(
     reference: Option<&Case>,
     budget: Budget,
 ) -> Result<Explored> {
+    // A case that already stopped part-way through one of the chapter's
+    // own scenarios (a hang, an early end) is reported by that finding, and
+    // every property waits for it: exploring would only wait on the same
+    // stop again, scenario after scenario.
+    if let Some(stop) = case.incidents().into_iter().find(|i| i.stops_the_plan()) {
+        let said = stop.exit.describe();
+        let verdicts = rules_of(explorer)
+            .into_iter()
+            .map(|rule| {
+                Verdict::fail(
+                    rule.property(),
+                    "not explored".to_string(),
+                    format!("the case did not finish one of the chapter's own scenarios: {said}"),
+                    Vec::new(),
+                )
+            })
+            .collect();
+        return Ok(Explored {
+            verdicts,
+            processes: 0,
+        });
+    }
     let reference = reference.map(|r| Reference::new(r, chapter));
     let seeds = seeds_of(explorer, budget);
     let results = in_parallel(&seeds, |&seed| {
@@ -1043,14 +1073,18 @@ pub fn explore<E: Explorer>(
             verdicts.push(verdict);
             continue;
         };
-        let (shrunk, tried) = shrink(
-            explorer,
-            case,
-            reference.as_ref(),
-            first,
-            rule,
-            &mut shrink_plays,
-        )?;
+        let (shrunk, tried) = if first.finished {
+            shrink(
+                explorer,
+                case,
+                reference.as_ref(),
+                first,
+                rule,
+                &mut shrink_plays,
+            )?
+        } else {
+            (None, 0)
+        };
         coverage.processes += tried;
         let verdict = match &shrunk {
             Some((judged, described)) => report(explorer, rule, judged, described, &all),
