@@ -1476,6 +1476,11 @@ struct Member {
 }
 
 impl Member {
+    /// A phone with nothing wrong with it: a push to it gets through.
+    fn working_phone(&self) -> bool {
+        self.channel == "push" && self.push == Script::Fine
+    }
+
     fn email(&self) -> String {
         format!("{}@example.com", self.name)
     }
@@ -2019,14 +2024,18 @@ impl World {
         // working phone.
         let followed = self.news.iter().enumerate().all(|(i, n)| {
             !self.crowded(n)
-                || self.news[i + 1..].iter().any(|later| {
-                    later.told.iter().any(|(_, name)| {
-                        let m = self.member(name);
-                        m.channel == "push" && m.push == Script::Fine
-                    })
-                })
+                || self.news[i + 1..]
+                    .iter()
+                    .any(|later| self.tells_a_working_phone(later))
         });
         spaced && calm && followed && restarts <= 1 && self.news.iter().all(|n| self.holds(n))
+    }
+
+    /// Whether a piece of news reaches a phone whose push gets through.
+    fn tells_a_working_phone(&self, news: &News) -> bool {
+        news.told
+            .iter()
+            .any(|(_, name)| self.member(name).working_phone())
     }
 
     /// Whether a piece of news tells a failing phone with fewer than four
@@ -2034,10 +2043,7 @@ impl World {
     fn crowded(&self, news: &News) -> bool {
         let told: Vec<&Member> = news.told.iter().map(|(_, n)| self.member(n)).collect();
         let fails = told.iter().any(|m| m.channel == "push" && m.push.fails());
-        let working = told
-            .iter()
-            .filter(|m| m.channel == "push" && m.push == Script::Fine)
-            .count();
+        let working = told.iter().filter(|m| m.working_phone()).count();
         fails && working < 4
     }
 
@@ -2479,10 +2485,7 @@ mod tests {
         w.news.iter().any(|n| {
             let told = || n.told.iter().map(|(_, name)| w.member(name));
             told().any(|m| m.channel == "push" && m.push == Script::Unanswered)
-                && told()
-                    .filter(|m| m.channel == "push" && m.push == Script::Fine)
-                    .count()
-                    == 3
+                && told().filter(|m| m.working_phone()).count() == 3
         })
     }
 
@@ -2493,12 +2496,9 @@ mod tests {
     fn hang_after_news(w: &World) -> bool {
         w.down.is_some_and(|d| {
             d.hang
-                && w.news.iter().filter(|n| n.at < d.from).any(|n| {
-                    n.told.iter().any(|(_, name)| {
-                        let m = w.member(name);
-                        m.channel == "push" && m.push == Script::Fine
-                    })
-                })
+                && w.news
+                    .iter()
+                    .any(|n| n.at < d.from && w.tells_a_working_phone(n))
         })
     }
 

@@ -989,7 +989,9 @@ pub fn explore<E: Explorer>(
     // A case that already stopped part-way through one of the chapter's
     // own scenarios (a hang, an early end) is reported by that finding, and
     // every property waits for it: exploring would only wait on the same
-    // stop again, scenario after scenario.
+    // stop again, scenario after scenario. A check that explores while its
+    // own scenarios still play (check 6) starts before any stop can be
+    // noted, so it explores as usual, every run.
     if let Some(stop) = case.incidents().into_iter().find(|i| i.stops_the_plan()) {
         let said = stop.exit.describe();
         let verdicts = rules_of(explorer)
