@@ -855,8 +855,9 @@ fn judge_one<E: Explorer>(
     };
     let mut judged = Vec::new();
     let mut breaches = Vec::new();
-    let finished = normal.trouble(None).is_none();
-    if let Some(trouble) = normal.trouble(None) {
+    let trouble = normal.trouble(None);
+    let finished = trouble.is_none();
+    if let Some(trouble) = trouble {
         // Nothing can be judged of a run that did not finish, and nothing
         // of it can hold.
         for rule in rules_of(explorer) {
