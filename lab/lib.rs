@@ -34,10 +34,11 @@ mod case_side {
     pub mod pg;
     pub mod provider;
     pub mod serve;
+    pub mod sqlite_now;
 }
 #[cfg(feature = "postgres")]
 pub use case_side::pg;
-pub use case_side::{capture, clock, db, domain, provider, serve};
+pub use case_side::{capture, clock, db, domain, provider, serve, sqlite_now};
 
 /// What the parent does.
 #[path = "grade"]

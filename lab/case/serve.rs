@@ -281,6 +281,8 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
     };
     lock(&recorder).event(Kind::Start, None, start)?;
 
+    let start_utc = plan.starts_at.unwrap_or(crate::clock::DEFAULT_START);
+    crate::sqlite_now::follow(&plan.dir, start_utc)?;
     let path = plan.dir.join(APP_DB);
     let fresh = !path.exists();
     let mut db = Db::open(&path)?;
@@ -309,10 +311,7 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
             email: provider("email", &plan.provider, seed),
             push: provider("push", &plan.push, seed.rotate_left(16)),
         },
-        clock: Clock::new(
-            recorder.clone(),
-            plan.starts_at.unwrap_or(crate::clock::DEFAULT_START),
-        ),
+        clock: Clock::new(recorder.clone(), start_utc),
         state: HashMap::new(),
     };
 
