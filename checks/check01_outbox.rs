@@ -37,6 +37,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0x4b84_039e_e2c3_1853,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const ROLLED_BACK: &str = "no email for an invite that rolled back";

@@ -45,6 +45,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0xb398_f15c_087c_d5e8,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&super::invite_world::Generated, budget),
 };
 
 const DELIVERED_ONCE: &str = "nobody gets the same email twice";

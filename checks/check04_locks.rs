@@ -34,6 +34,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0x14c0_426d_8871_ac19,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&super::invite_world::Generated, budget),
 };
 
 const NO_FAILURE: &str = "no invite fails while the relay sends";

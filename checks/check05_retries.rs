@@ -42,6 +42,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0xf4e6_5d1b_67b5_93aa,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const DELIVERED: &str = "a row that fails once or twice is still delivered";

@@ -62,6 +62,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0x23f1_82a8_5bcb_564e,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const EVENTUALLY: &str =

@@ -40,6 +40,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0xecc1_e8f1_80e0_5875,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const NOT_DEAD: &str = "no row is dead-lettered by the outage";

@@ -32,7 +32,9 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
-use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::explore::{
+    explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+};
 use lab::history::History;
 use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
@@ -50,6 +52,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0xb012_7ebb_30f9_6e11,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const TOLD: &str = "every important notification reaches its person on some channel";
@@ -2128,20 +2131,8 @@ impl Explorer for Generated {
         World::generated(seed)
     }
 
-    /// Seed 15: a phone that never answers, told with three working ones.
-    /// Its three timeouts and their three successes make six sends in a
-    /// minute, exactly half of them failed, the one count at which "more
-    /// than half" and "at least half" disagree: a breaker that opens at
-    /// half opens there on a provider that works.
-    ///
-    /// Seed 6: the push provider hangs minutes after news went to working
-    /// phones. Those successes have left a one-minute window by then; a
-    /// breaker that never forgets them opens late, and each message
-    /// burns attempts, with other gaps, while it should be waiting.
-    ///
-    /// Seeds 1 to 4 have neither (pinned by `covering_seeds_keep_their_shapes`).
-    fn covering_seeds(&self) -> &'static [u64] {
-        &[HALF_FAILED, HANG_AFTER_NEWS]
+    fn dimensions(&self) -> &'static [Dimension<World>] {
+        DIMENSIONS
     }
 
     fn plans(&self, world: &World, dir: &Path) -> Vec<Plan> {
@@ -2467,55 +2458,46 @@ impl Explorer for Generated {
     }
 }
 
-/// The first seed whose world tells a phone that never answers with three
-/// working ones: see [`Generated::covering_seeds`].
-const HALF_FAILED: u64 = 15;
-/// The first seed whose push provider hangs after news went out to working
-/// phones: see [`Generated::covering_seeds`].
-const HANG_AFTER_NEWS: u64 = 6;
+/// The edges of chapter 8's world its rules turn on.
+const DIMENSIONS: &[Dimension<World>] = &[
+    // Three timeouts and their three successes make six sends in a minute,
+    // exactly half of them failed: the one count at which "more than half"
+    // and "at least half" disagree.
+    Dimension {
+        name: "a phone that never answers, told with exactly three working ones",
+        reached: half_failed,
+    },
+    // The successes have left the breaker's one-minute window by the time
+    // the provider hangs: a breaker that never forgets them opens late.
+    Dimension {
+        name: "the push provider hangs after news reached a working phone",
+        reached: hang_after_news,
+    },
+];
+
+/// Whether the world tells a phone that never answers with exactly three
+/// working ones, all in one piece of news.
+fn half_failed(w: &World) -> bool {
+    w.news.iter().any(|n| {
+        let told = || n.told.iter().map(|(_, name)| w.member(name));
+        told().any(|m| m.channel == "push" && m.push == Script::Unanswered)
+            && told().filter(|m| m.working_phone()).count() == 3
+    })
+}
+
+/// Whether the push provider hangs after news reached a working phone.
+fn hang_after_news(w: &World) -> bool {
+    w.down.is_some_and(|d| {
+        d.hang
+            && w.news
+                .iter()
+                .any(|n| n.at < d.from && w.tells_a_working_phone(n))
+    })
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lab::explore::Budget;
-
-    /// Whether the world tells a phone that never answers with exactly
-    /// three working ones, all in one piece of news.
-    fn half_failed(w: &World) -> bool {
-        w.news.iter().any(|n| {
-            let told = || n.told.iter().map(|(_, name)| w.member(name));
-            told().any(|m| m.channel == "push" && m.push == Script::Unanswered)
-                && told().filter(|m| m.working_phone()).count() == 3
-        })
-    }
-
-    /// A kind of world a covering seed stands for.
-    type Shape = fn(&World) -> bool;
-
-    /// Whether the push provider hangs after news reached a working phone.
-    fn hang_after_news(w: &World) -> bool {
-        w.down.is_some_and(|d| {
-            d.hang
-                && w.news
-                    .iter()
-                    .any(|n| n.at < d.from && w.tells_a_working_phone(n))
-        })
-    }
-
-    #[test]
-    fn covering_seeds_keep_their_shapes() {
-        // If the generator changes, pick the first seed of each shape again.
-        let shapes: [(u64, Shape); 2] = [
-            (HALF_FAILED, half_failed),
-            (HANG_AFTER_NEWS, hang_after_news),
-        ];
-        for (first, shape) in shapes {
-            assert!(shape(&World::generated(first)), "seed {first}");
-            for seed in Budget::QUICK.first_seed..first {
-                assert!(!shape(&World::generated(seed)), "seed {seed} has the shape");
-            }
-        }
-    }
 
     #[test]
     fn every_random_batch_has_an_important_push_that_cannot_get_through() {

@@ -37,6 +37,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0xfea0_04a8_12ea_76ef,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const OPTED_OUT: &str =

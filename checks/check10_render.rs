@@ -38,6 +38,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0x8bdf_cc55_748e_441c,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const ESCAPED: &str =

@@ -40,6 +40,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0x3e3f_be4f_2209_efd4,
     run,
     check,
+    coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const SUPPRESSED: &str =

@@ -39,3 +39,25 @@ pub const CHAPTERS: &[Chapter] = &[
 /// The chapters planned after these, not written yet (`notify read N` says
 /// so): none now, every chapter of the workshop is written.
 pub const PLANNED: &[Planned] = &[];
+
+#[cfg(test)]
+mod tests {
+    use super::CHAPTERS;
+    use lab::explore::Budget;
+
+    /// Every situation a chapter's rules turn on is reached by at least one
+    /// world of the quick budget: the learner's loop exercises every rule.
+    #[test]
+    fn the_quick_budget_reaches_every_situation_the_rules_turn_on() {
+        for chapter in CHAPTERS {
+            for reached in (chapter.coverage)(Budget::QUICK) {
+                assert!(
+                    reached.worlds > 0,
+                    "chapter {}: no world of the quick budget reaches \"{}\"",
+                    chapter.number,
+                    reached.rule
+                );
+            }
+        }
+    }
+}

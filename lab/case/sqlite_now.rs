@@ -174,7 +174,16 @@ mod tests {
                 "SELECT date('now'), datetime('now'), julianday('now'), unixepoch(),
                         CURRENT_TIMESTAMP, strftime('%H:%M:%f', 'now')",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
             )
             .unwrap()
         };
@@ -191,7 +200,10 @@ mod tests {
         let (date, datetime, _, unix, current, fine) = ask(&db);
         assert_eq!(date, "2026-03-29");
         assert_eq!(datetime, "2026-03-29 00:30:00");
-        assert_eq!(unix, crate::clock::DEFAULT_START / 1000 + 6 * 3600 + 30 * 60);
+        assert_eq!(
+            unix,
+            crate::clock::DEFAULT_START / 1000 + 6 * 3600 + 30 * 60
+        );
         assert_eq!(current, "2026-03-29 00:30:00");
         assert_eq!(fine, "00:30:00.250");
 

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use crate::explore::Budget;
+use crate::explore::{Budget, Reached};
 use crate::report::Verdict;
 use crate::runner::Case;
 
@@ -28,6 +28,14 @@ pub struct Chapter {
     pub run: fn(&Case) -> Result<String>,
     /// `notify check N`: plays every scenario and judges each property.
     pub check: fn(&Case, &CheckOptions) -> Result<Checked>,
+    /// `notify check N --coverage`: how many generated worlds of a budget
+    /// reach each situation the chapter's rules turn on.
+    pub coverage: fn(Budget) -> Vec<Reached>,
+}
+
+/// For a chapter without generated worlds: no situations to count.
+pub fn no_coverage(_budget: Budget) -> Vec<Reached> {
+    Vec::new()
 }
 
 /// A chapter the workshop plans but has not written yet: it has a number

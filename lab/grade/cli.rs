@@ -101,6 +101,10 @@ enum Command {
         /// only the last ones
         #[arg(long)]
         show_output: bool,
+        /// Also count, for each situation the chapter's rules turn on, the
+        /// generated worlds of this budget that reach it
+        #[arg(long)]
+        coverage: bool,
         /// Grade nothing: print the --variant's patch (or the --solution), or
         /// with neither, list the chapter's variants (for instructors)
         #[arg(long, conflicts_with_all = ["all", "json", "seed"])]
@@ -289,6 +293,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             json,
             json_to,
             show_output,
+            coverage,
             show,
         } => {
             if show {
@@ -304,6 +309,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 json,
                 json_to,
                 show_output,
+                coverage,
             };
             if all {
                 check::all(&root, chapters, &options)

@@ -25,7 +25,7 @@ use crate::rng::Rng;
 use crate::runner::{in_parallel, scenario_dir, Case, Exit};
 use crate::scenario::{Fault, Plan, Step};
 use crate::serve::RUN;
-use crate::world::{Kind, Outcome, Recorder};
+use crate::world::{Event, Kind, Outcome, Recorder};
 
 /// How much a check explores.
 #[derive(Clone, Copy, Debug)]
@@ -202,7 +202,7 @@ pub struct Run<'a> {
 /// A chapter's world, for exploring.
 pub trait Explorer: Sync {
     /// One generated scenario.
-    type Scenario: Clone + Send + Sync + Serialize;
+    type Scenario: Clone + Send + Sync + Serialize + 'static;
 
     /// Draws a scenario from `seed`.
     fn generate(&self, seed: u64) -> Self::Scenario;
@@ -248,27 +248,89 @@ pub trait Explorer: Sync {
     fn shrink(&self, scenario: &Self::Scenario) -> Vec<Self::Scenario>;
     /// One line about the scenario: "3 people; email down 0:30 to 5:00".
     fn describe(&self, scenario: &Self::Scenario) -> String;
-    /// Seeds beyond the first few whose scenarios have a shape that none
-    /// of the first few has, and that a plausible mistake shows only in.
-    /// The quick budget plays them too, so that the learner's loop catches
-    /// that mistake; the chapter's tests pin each seed's shape.
-    fn covering_seeds(&self) -> &'static [u64] {
+    /// The edges of the chapter's world that its rules speak about: each a
+    /// situation a rule turns on (two messages for one person waiting at
+    /// once, a run of failures longer than the attempt budget, an outage
+    /// longer than the breaker's window) and a test of whether a generated
+    /// world reaches it. The quick budget plays, after its first seeds, the
+    /// first seed that reaches each edge none of them reaches, so every rule
+    /// is exercised in the learner's loop; `--coverage` counts the worlds of
+    /// a budget that reach each edge.
+    fn dimensions(&self) -> &'static [Dimension<Self::Scenario>] {
         &[]
     }
 }
 
-/// The seeds `budget` plays with `explorer`: its range, then the covering
-/// seeds the range lacks.
+/// One edge of a chapter's world: a situation its rules speak about, and
+/// whether a scenario reaches it.
+pub struct Dimension<S> {
+    /// The situation, in the rules' words: "one person with two invites
+    /// waiting for the relay".
+    pub name: &'static str,
+    pub reached: fn(&S) -> bool,
+}
+
+/// How far past its first seeds the quick budget looks for a world that
+/// reaches an edge none of them reaches.
+pub const SEARCHED_SEEDS: u64 = 2_000;
+
+/// The seeds `budget` plays with `explorer`: its range, then, for a budget
+/// that covers, the first seed past it that reaches each edge of the world
+/// the seeds so far do not reach.
 pub fn seeds_of<E: Explorer>(explorer: &E, budget: Budget) -> Vec<u64> {
-    let mut seeds: Vec<u64> = (budget.first_seed..budget.first_seed + budget.scenarios).collect();
-    if budget.covering {
-        for &seed in explorer.covering_seeds() {
-            if !seeds.contains(&seed) {
-                seeds.push(seed);
+    let end = budget.first_seed + budget.scenarios;
+    let mut seeds: Vec<u64> = (budget.first_seed..end).collect();
+    if !budget.covering {
+        return seeds;
+    }
+    let dimensions = explorer.dimensions();
+    let mut reached: Vec<bool> = vec![false; dimensions.len()];
+    let mark = |scenario: &E::Scenario, reached: &mut Vec<bool>| -> bool {
+        let mut new = false;
+        for (d, dimension) in dimensions.iter().enumerate() {
+            if !reached[d] && (dimension.reached)(scenario) {
+                reached[d] = true;
+                new = true;
             }
+        }
+        new
+    };
+    for &seed in &seeds {
+        mark(&explorer.generate(seed), &mut reached);
+    }
+    for seed in end..end + SEARCHED_SEEDS {
+        if reached.iter().all(|&r| r) {
+            break;
+        }
+        if mark(&explorer.generate(seed), &mut reached) {
+            seeds.push(seed);
         }
     }
     seeds
+}
+
+/// How many worlds of `budget` reach each edge of `explorer`'s world, in
+/// the order the chapter declares them.
+pub fn coverage<E: Explorer>(explorer: &E, budget: Budget) -> Vec<Reached> {
+    let worlds: Vec<E::Scenario> = seeds_of(explorer, budget)
+        .into_iter()
+        .map(|seed| explorer.generate(seed))
+        .collect();
+    explorer
+        .dimensions()
+        .iter()
+        .map(|d| Reached {
+            rule: d.name.to_string(),
+            worlds: worlds.iter().filter(|w| (d.reached)(w)).count(),
+        })
+        .collect()
+}
+
+/// How many worlds of a budget reach one edge of the chapter's world.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reached {
+    pub rule: String,
+    pub worlds: usize,
 }
 
 /// The properties exploring judges, in the order they are reported.
@@ -702,17 +764,27 @@ fn disagreements(
 }
 
 /// The subjects of requests that were refused in a play: whatever they
-/// asked for is owed to nobody.
+/// asked for is owed to nobody. A request is refused when it returned an
+/// error and none of its commits reached the database: one that errs after
+/// its change committed is judged by what committed, not by its answer.
 fn refused(model: &FaultModel, history: &History) -> Vec<String> {
+    let of_request = |e: &&Event, kind: Kind| {
+        e.kind == kind
+            && e.op
+                .as_deref()
+                .is_some_and(|op| model.requests.contains(&op))
+    };
+    let committed: Vec<(u32, Option<&str>, Option<&str>)> = history
+        .events
+        .iter()
+        .filter(|e| of_request(e, Kind::Commit))
+        .map(|e| (e.process, e.op.as_deref(), e.subject.as_deref()))
+        .collect();
     history
         .events
         .iter()
-        .filter(|e| {
-            e.kind == Kind::Error
-                && e.op
-                    .as_deref()
-                    .is_some_and(|op| model.requests.contains(&op))
-        })
+        .filter(|e| of_request(e, Kind::Error))
+        .filter(|e| !committed.contains(&(e.process, e.op.as_deref(), e.subject.as_deref())))
         .filter_map(|e| e.subject.clone())
         .collect()
 }

@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use colored::Colorize;
 use serde::Serialize;
 
+use crate::explore::Reached;
 use crate::output::Output;
 use crate::runner::{Exit, Incident, ENDED_EARLY, HUNG};
 use crate::timeline;
@@ -127,6 +128,10 @@ pub struct CheckReport {
     /// Show every line the case printed, not only the last ones.
     #[serde(skip)]
     pub show_output: bool,
+    /// With `--coverage`: for each situation the chapter's rules turn on,
+    /// how many generated worlds of the budget reached it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Vec<Reached>>,
 }
 
 /// How wide the output is: `COLUMNS` when it is set, else the terminal's
@@ -282,6 +287,9 @@ impl CheckReport {
             self.processes,
             self.seconds
         ));
+        if let Some(coverage) = &self.coverage {
+            out.push_str(&render_coverage(coverage));
+        }
         out
     }
 
@@ -434,4 +442,23 @@ fn stopped_by_it(v: &Verdict) -> bool {
     said(&v.evidence)
         || v.scenario.as_deref().is_some_and(said)
         || v.details.iter().any(|d| said(d))
+}
+
+/// The `--coverage` table: one row per situation the chapter's rules turn
+/// on, with the number of generated worlds that reached it.
+fn render_coverage(coverage: &[Reached]) -> String {
+    if coverage.is_empty() {
+        return "\ncoverage: this chapter declares no situations for its generated worlds\n"
+            .to_string();
+    }
+    let mut out =
+        "\ncoverage: generated worlds that reach each situation the rules turn on\n".to_string();
+    for reached in coverage {
+        let worlds = match reached.worlds {
+            0 => "none".red().bold().to_string(),
+            n => n.to_string(),
+        };
+        out.push_str(&format!("  {worlds:>6}  {}\n", reached.rule));
+    }
+    out
 }

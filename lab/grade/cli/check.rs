@@ -34,6 +34,9 @@ pub(super) struct Options {
     pub json_to: Option<std::path::PathBuf>,
     /// Show every line the case printed in a reported scenario.
     pub show_output: bool,
+    /// `--coverage`: count the worlds of the budget that reach each
+    /// situation the chapter's rules turn on.
+    pub coverage: bool,
 }
 
 impl Options {
@@ -117,6 +120,7 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         warnings,
         stopped,
         show_output: options.show_output,
+        coverage: options.coverage.then(|| (chapter.coverage)(budget)),
     };
     // The verdict is for the bytes the binary was built from, which
     // `prepare` found equal to the file; a save made since is not it.

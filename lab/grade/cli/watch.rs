@@ -76,6 +76,7 @@ pub(super) fn watch(
             json: false,
             json_to: None,
             show_output: false,
+            coverage: false,
         },
         screen: Screen::new(keys.raw()),
         checked: None,
