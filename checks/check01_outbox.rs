@@ -17,7 +17,11 @@ use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
-use lab::explore::{explore, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run};
+use lab::explore::{
+    explore, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run,
+};
+
+use super::invite_world::{invite_dimensions, Invites, Moment, Shape};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
@@ -864,6 +868,26 @@ impl Scenario {
     }
 }
 
+/// The situations the rules of this chapter's world turn on.
+const DIMENSIONS: &[Dimension<Scenario>] = &invite_dimensions::<Scenario>();
+
+impl Invites for Scenario {
+    fn shape(&self) -> Shape {
+        let cut = self.deploy_after.unwrap_or(self.invites.len());
+        let mut moments = Vec::new();
+        for (n, invite) in self.invites.iter().enumerate() {
+            if n == cut {
+                moments.extend([Moment::Deploy, Moment::Relay]);
+            }
+            moments.push(Moment::Invite(invite));
+            if (n + 1) % self.relay_every == 0 || n + 1 == self.invites.len() {
+                moments.push(Moment::Relay);
+            }
+        }
+        Shape::of(&self.workspaces, moments)
+    }
+}
+
 impl Explorer for Generated {
     type Scenario = Scenario;
 
@@ -887,6 +911,10 @@ impl Explorer for Generated {
             requests: &["invite"],
             keep_answers: false,
         }
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<Scenario>] {
+        DIMENSIONS
     }
 
     fn invariants(&self) -> Invariants {

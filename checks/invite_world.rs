@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 
-use lab::explore::{Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::explore::{Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::read_pairs;
 use lab::rng::Rng;
 use lab::scenario::{Plan, Step, APP_DB};
@@ -179,6 +179,10 @@ impl Explorer for Generated {
             requests: &["invite"],
             keep_answers: false,
         }
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<Service>] {
+        DIMENSIONS
     }
 
     fn invariants(&self) -> Invariants {
@@ -356,3 +360,158 @@ fn read_rows(dir: &Path) -> Vec<Row> {
     })
     .collect()
 }
+
+/// One moment of an invite world's life, as the relay's rules see it.
+pub(crate) enum Moment<'a> {
+    Invite(&'a Invite),
+    /// A relay pass.
+    Relay,
+    /// The process stops and a new one starts (its relay pass comes next).
+    Deploy,
+}
+
+/// What an invite world does, in the words of chapters 1 to 4's rules: the
+/// invites each relay pass finds waiting, whether each found a seat.
+#[derive(Default)]
+pub(crate) struct Shape {
+    /// Per relay pass, the invites made since the one before, each with
+    /// whether it found a seat.
+    pub passes: Vec<Vec<(String, bool)>>,
+    /// Invites waited for a relay pass when the process stopped.
+    pub backlog_at_deploy: bool,
+    /// A workspace's last free seat was taken.
+    pub filled: bool,
+}
+
+impl Shape {
+    pub(crate) fn of<'a>(
+        workspaces: &[(String, i64)],
+        moments: impl IntoIterator<Item = Moment<'a>>,
+    ) -> Shape {
+        let mut free: BTreeMap<&str, i64> =
+            workspaces.iter().map(|(w, n)| (w.as_str(), *n)).collect();
+        let mut shape = Shape::default();
+        let mut waiting: Vec<(String, bool)> = Vec::new();
+        for moment in moments {
+            match moment {
+                Moment::Invite(i) => {
+                    let seat = free.get_mut(i.workspace.as_str()).filter(|n| **n > 0);
+                    let admitted = seat.is_some();
+                    if let Some(n) = seat {
+                        *n -= 1;
+                        shape.filled |= *n == 0;
+                    }
+                    waiting.push((i.email.clone(), admitted));
+                }
+                Moment::Relay => shape.passes.push(std::mem::take(&mut waiting)),
+                Moment::Deploy => shape.backlog_at_deploy |= waiting.iter().any(|(_, a)| *a),
+            }
+        }
+        shape.passes.push(waiting);
+        shape
+    }
+
+    /// One person has two invites that found a seat waiting for one pass.
+    pub(crate) fn one_person_twice_in_a_pass(&self) -> bool {
+        self.passes.iter().any(|pass| {
+            let admitted: Vec<&String> = pass.iter().filter(|(_, a)| *a).map(|(e, _)| e).collect();
+            admitted
+                .iter()
+                .enumerate()
+                .any(|(n, e)| admitted[n + 1..].contains(e))
+        })
+    }
+
+    /// A relay pass finds several rows waiting.
+    pub(crate) fn several_rows_in_a_pass(&self) -> bool {
+        self.passes
+            .iter()
+            .any(|pass| pass.iter().filter(|(_, a)| *a).count() >= 2)
+    }
+
+    /// An invite finds no seat and rolls back.
+    pub(crate) fn rolls_back(&self) -> bool {
+        self.passes.iter().flatten().any(|(_, a)| !*a)
+    }
+
+    /// An invite that found a seat shares its relay pass with one that did
+    /// not.
+    pub(crate) fn rollback_beside_a_member(&self) -> bool {
+        self.passes
+            .iter()
+            .any(|pass| pass.iter().any(|(_, a)| *a) && pass.iter().any(|(_, a)| !*a))
+    }
+}
+
+/// A world of invites whose [`Shape`] the rules can be asked about.
+pub(crate) trait Invites {
+    fn shape(&self) -> Shape;
+}
+
+/// The situations chapters 1 to 4's rules turn on, in a world of invites.
+pub(crate) const fn invite_dimensions<W: Invites>() -> [Dimension<W>; 6] {
+    fn twice<W: Invites>(w: &W) -> bool {
+        w.shape().one_person_twice_in_a_pass()
+    }
+    fn several<W: Invites>(w: &W) -> bool {
+        w.shape().several_rows_in_a_pass()
+    }
+    fn rolls_back<W: Invites>(w: &W) -> bool {
+        w.shape().rolls_back()
+    }
+    fn beside<W: Invites>(w: &W) -> bool {
+        w.shape().rollback_beside_a_member()
+    }
+    fn filled<W: Invites>(w: &W) -> bool {
+        w.shape().filled
+    }
+    fn deploy<W: Invites>(w: &W) -> bool {
+        w.shape().backlog_at_deploy
+    }
+    [
+        Dimension {
+            name: "one person with two invites waiting for the same relay pass",
+            reached: twice::<W>,
+        },
+        Dimension {
+            name: "a relay pass that finds several rows waiting",
+            reached: several::<W>,
+        },
+        Dimension {
+            name: "an invite that finds no seat and rolls back",
+            reached: rolls_back::<W>,
+        },
+        Dimension {
+            name: "a rollback and a new member waiting for the same relay pass",
+            reached: beside::<W>,
+        },
+        Dimension {
+            name: "a workspace's last free seat taken",
+            reached: filled::<W>,
+        },
+        Dimension {
+            name: "a deploy while new members wait for the relay",
+            reached: deploy::<W>,
+        },
+    ]
+}
+
+impl Invites for Service {
+    fn shape(&self) -> Shape {
+        let last = self.processes.len() - 1;
+        let moments = self.processes.iter().enumerate().flat_map(|(p, calls)| {
+            let calls = calls.iter().map(|c| match c {
+                Call::Invite(i) => Moment::Invite(i),
+                Call::Relay(_) => Moment::Relay,
+            });
+            // A restart begins with a relay pass; the service ends with one.
+            let start = (p > 0).then_some([Moment::Deploy, Moment::Relay]);
+            let end = (p == last).then_some(Moment::Relay);
+            start.into_iter().flatten().chain(calls).chain(end)
+        });
+        Shape::of(&self.workspaces, moments)
+    }
+}
+
+/// The situations of chapters 3 and 4's world.
+const DIMENSIONS: &[Dimension<Service>] = &invite_dimensions::<Service>();
