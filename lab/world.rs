@@ -48,7 +48,8 @@ const WORLD_SCHEMA: &str = "
         nth     INTEGER,
         subject TEXT,
         text    TEXT NOT NULL,
-        elapsed INTEGER
+        elapsed INTEGER,
+        writes  TEXT
     );
     CREATE TABLE IF NOT EXISTS moments (
         seq     INTEGER PRIMARY KEY,
@@ -157,6 +158,10 @@ pub struct Event {
     /// For a process's start: what the process printed, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Output>,
+    /// For commits: what the transaction wrote, e.g. `insert outbox,
+    /// update outbox`: the kind of commit it was, whichever code made it.
+    #[serde(skip)]
+    pub writes: Option<String>,
 }
 
 /// What a provider did with one send.
@@ -259,6 +264,17 @@ impl Recorder {
     /// Records an event of the current operation.
     pub fn event(&mut self, kind: Kind, nth: Option<u32>, text: &str) -> Result<()> {
         self.timed_event(kind, nth, text, None)
+    }
+
+    /// Records a commit that reached the database: the `nth` of the running
+    /// operation, and what its transaction wrote.
+    pub fn commit(&mut self, nth: u32, text: &str, writes: &str) -> Result<()> {
+        self.event(Kind::Commit, Some(nth), text)?;
+        self.conn
+            .prepare_cached("UPDATE events SET writes = ?1 WHERE seq = last_insert_rowid()")
+            .and_then(|mut update| update.execute([writes]))
+            .context("could not record an event in the world")?;
+        Ok(())
     }
 
     /// Records an event of the current operation about `subject` (an email

@@ -12,7 +12,7 @@
 //! - the write-ahead-log hook runs once the commit is in the log file, and
 //!   there a crash aborts the process: no destructor, no flush, no catch.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -62,7 +62,29 @@ impl Db {
             fault,
             counts: HashMap::new(),
             pending: None,
+            writes: BTreeSet::new(),
         }));
+
+        // What each transaction writes, so that a commit is known by its
+        // kind (an outbox row inserted, a claim) whichever code made it.
+        let track = tracker.clone();
+        self.conn
+            .update_hook(Some(
+                move |action: rusqlite::hooks::Action, _: &str, table: &str, _| {
+                    let verb = match action {
+                        rusqlite::hooks::Action::SQLITE_INSERT => "insert",
+                        rusqlite::hooks::Action::SQLITE_UPDATE => "update",
+                        rusqlite::hooks::Action::SQLITE_DELETE => "delete",
+                        _ => "write",
+                    };
+                    lock(&track).writes.insert(format!("{verb} {table}"));
+                },
+            ))
+            .expect("an update hook can always be installed");
+        let track = tracker.clone();
+        self.conn
+            .rollback_hook(Some(move || lock(&track).writes.clear()))
+            .expect("a rollback hook can always be installed");
 
         let (rec, track) = (recorder.clone(), tracker.clone());
         self.conn
@@ -88,7 +110,9 @@ impl Db {
                     );
                     track.pending = None;
                 } else {
-                    track.pending = Some((op, nth));
+                    let writes: Vec<String> =
+                        std::mem::take(&mut track.writes).into_iter().collect();
+                    track.pending = Some((op, nth, writes.join(", ")));
                 }
                 fail
             }))
@@ -98,8 +122,8 @@ impl Db {
             .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
                 let mut rec = lock(&recorder);
                 let mut track = lock(&tracker);
-                if let Some((op, nth)) = track.pending.take() {
-                    let _ = rec.event(Kind::Commit, Some(nth), &format!("{op} commit {nth}"));
+                if let Some((op, nth, writes)) = track.pending.take() {
+                    let _ = rec.commit(nth, &format!("{op} commit {nth}"), &writes);
                     if track.fault == Some(Fault::CrashAfterCommit { op, nth }) {
                         let _ = rec.event(Kind::Crash, None, "process aborted");
                         std::process::abort();
@@ -117,7 +141,10 @@ impl Db {
 struct Tracker {
     fault: Option<Fault>,
     counts: HashMap<String, u32>,
-    pending: Option<(String, u32)>,
+    /// The commit SQLite is writing: its operation, its number, what it wrote.
+    pending: Option<(String, u32, String)>,
+    /// What the open transaction has written so far.
+    writes: BTreeSet<String>,
 }
 
 /// Locks a mutex even if a panicking thread poisoned it: the lab must still

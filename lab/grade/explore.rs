@@ -501,8 +501,16 @@ fn restart_plan<E: Explorer>(explorer: &E, crashed: &Plan, number: u32) -> Resul
     })
 }
 
+/// One fault point, and the kind of fault it is: where it strikes, by what
+/// the world can see (the operation, and what its commit wrote), not by
+/// when.
+struct Point {
+    injected: Injected,
+    kind: String,
+}
+
 /// Every fault point of a fault-free history, in order.
-fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
+fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
     let mut points = Vec::new();
     let mut sends: HashMap<(u32, String), u32> = HashMap::new();
     // Per process and operation: a delivered send whose answer no commit
@@ -515,23 +523,30 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
         match event.kind {
             Kind::Commit => {
                 let nth = event.nth.unwrap_or(0);
+                let writes = event.writes.as_deref().unwrap_or("");
                 if model.crash_after_commit.contains(&op) {
-                    points.push(Injected {
-                        process: event.process,
-                        fault: Fault::CrashAfterCommit {
-                            op: op.to_string(),
-                            nth,
+                    points.push(Point {
+                        injected: Injected {
+                            process: event.process,
+                            fault: Fault::CrashAfterCommit {
+                                op: op.to_string(),
+                                nth,
+                            },
                         },
+                        kind: format!("crash after a {op} commit that writes {writes}"),
                     });
                 }
                 let answer = unrecorded.remove(&(event.process, op.to_string()));
                 if model.fail_commit.contains(&op) && !(answer && model.keep_answers) {
-                    points.push(Injected {
-                        process: event.process,
-                        fault: Fault::FailCommit {
-                            op: op.to_string(),
-                            nth,
+                    points.push(Point {
+                        injected: Injected {
+                            process: event.process,
+                            fault: Fault::FailCommit {
+                                op: op.to_string(),
+                                nth,
+                            },
                         },
+                        kind: format!("failing {op} commit that writes {writes}"),
                     });
                 }
             }
@@ -544,12 +559,15 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
                     unrecorded.insert((event.process, op.to_string()));
                 }
                 if delivered && model.crash_after_send.contains(&op) {
-                    points.push(Injected {
-                        process: event.process,
-                        fault: Fault::CrashAfterSend {
-                            op: op.to_string(),
-                            nth: *n,
+                    points.push(Point {
+                        injected: Injected {
+                            process: event.process,
+                            fault: Fault::CrashAfterSend {
+                                op: op.to_string(),
+                                nth: *n,
+                            },
                         },
+                        kind: format!("crash after a delivered {op} send"),
                     });
                 }
             }
@@ -559,16 +577,28 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Injected> {
     points
 }
 
-/// Chooses `budget` of `points`, the same ones for the same seed.
-fn sample(points: Vec<Injected>, budget: Option<usize>, seed: u64) -> Vec<Injected> {
+/// Chooses `budget` of `points`, the same ones for the same seed: one of
+/// every kind first, so that no kind of fault the scenario has goes
+/// unplayed however rare it is (the one commit a deadline makes among a
+/// hundred claims), then others up to the budget. A scenario with more
+/// kinds than the budget plays one of each.
+fn sample(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected> {
     match budget {
         Some(n) if points.len() > n => {
             let mut points = points;
             Rng::new(seed ^ 0x5eed_fa17).shuffle(&mut points);
-            points.truncate(n);
-            points
+            let mut kinds = HashSet::new();
+            let (first, rest): (Vec<Point>, Vec<Point>) = points
+                .into_iter()
+                .partition(|p| kinds.insert(p.kind.clone()));
+            let more = n.saturating_sub(first.len());
+            first
+                .into_iter()
+                .chain(rest.into_iter().take(more))
+                .map(|p| p.injected)
+                .collect()
         }
-        _ => points,
+        _ => points.into_iter().map(|p| p.injected).collect(),
     }
 }
 
@@ -959,14 +989,20 @@ fn judge_one<E: Explorer>(
             // smaller scenario may have lost a deploy), else in any.
             let same = points
                 .iter()
+                .map(|p| &p.injected)
                 .find(|p| *p == first)
-                .or_else(|| points.iter().find(|p| p.fault == first.fault))
+                .or_else(|| {
+                    points
+                        .iter()
+                        .map(|p| &p.injected)
+                        .find(|p| p.fault == first.fault)
+                })
                 .cloned();
             let mut chosen: Vec<Injected> = same.iter().cloned().collect();
             chosen.extend(sample(
                 points
                     .into_iter()
-                    .filter(|p| Some(p) != same.as_ref())
+                    .filter(|p| Some(&p.injected) != same.as_ref())
                     .collect(),
                 Some(*n),
                 seed,

@@ -49,7 +49,8 @@ impl History {
             .context("could not read the deliveries from the world")?;
         let events = conn
             .prepare(
-                "SELECT process, kind, op, nth, subject, text, elapsed FROM events ORDER BY seq",
+                "SELECT process, kind, op, nth, subject, text, elapsed, writes
+                 FROM events ORDER BY seq",
             )?
             .query_map([], |row| {
                 let kind: String = row.get(1)?;
@@ -62,6 +63,7 @@ impl History {
                     text: row.get(5)?,
                     elapsed_us: row.get::<_, Option<i64>>(6)?.map(|us| us as u64),
                     output: None,
+                    writes: row.get(7)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()
