@@ -1581,6 +1581,15 @@ impl Told<'_> {
 /// deploy at most.
 const LONGEST_DOWN: i64 = 5 * MINUTE + 30 * SECOND;
 
+/// One outage in three outlasts the deadline instead, by 30 s to 4 min:
+/// every push queued in its first minutes waits out its 10 minutes, and
+/// the deadline, not a dead letter, is what tells its person. Only news of
+/// the kinds people act on lands during such an outage: whether one of
+/// its pushes reaches its phone late or its email goes instead, its
+/// person is told once, which is all the rules fix when restarts and
+/// crashes may spend its attempts.
+const LONG_DOWN: (i64, i64) = (WAIT_AT_MOST + 30 * SECOND, WAIT_AT_MOST + 4 * MINUTE);
+
 /// How long before a stretch, and after it, no phone that has trouble of
 /// its own is told anything, so that its attempts and the outage's probes
 /// never meet: a probe to a phone that always fails would keep the breaker
@@ -1691,9 +1700,19 @@ impl World {
             times.push(at);
             at += rng.between(120, 180) as i64 * SECOND;
         }
+        // Drawn from a stream of its own, so the rest of the world is drawn
+        // as before.
+        let mut long = Rng::new(seed ^ 0x0808_1000_d0e5);
+        let long_down = long.between(0, 2) == 0;
         let down = down.then(|| {
             let k = rng.between(0, count as u64 - 1) as usize;
             let length = rng.between(60, (LONGEST_DOWN / SECOND) as u64) as i64 * SECOND;
+            let length = match long_down {
+                true => long.between((LONG_DOWN.0 / SECOND) as u64, (LONG_DOWN.1 / SECOND) as u64)
+                    as i64
+                    * SECOND,
+                false => length,
+            };
             Down {
                 from: times[k],
                 to: times[k] + length,
@@ -1740,6 +1759,8 @@ impl World {
                 Some(next("push", true, push, mail))
             };
             let important = (troubled.is_some() && !doomed_yet) || rng.between(0, 4) < 3;
+            let important = important
+                || down.is_some_and(|d| d.to - d.from > LONGEST_DOWN && (d.from..d.to).contains(&at));
             doomed_yet |= troubled.is_some();
             let kinds: &[&'static str] = if important { &IMPORTANT } else { &OTHER_KINDS };
             let kind = *rng.pick(kinds);
@@ -2460,6 +2481,18 @@ impl Explorer for Generated {
 
 /// The edges of chapter 8's world its rules turn on.
 const DIMENSIONS: &[Dimension<World>] = &[
+    Dimension {
+        name: "an important push still waiting for the push provider 10 min after it was queued",
+        reached: |w| {
+            w.down.is_some_and(|d| {
+                w.news.iter().any(|n| {
+                    (d.from..d.to).contains(&n.at)
+                        && n.at + WAIT_AT_MOST < d.to
+                        && w.tells_a_working_phone(n)
+                })
+            })
+        },
+    },
     // Three timeouts and their three successes make six sends in a minute,
     // exactly half of them failed: the one count at which "more than half"
     // and "at least half" disagree.
@@ -2518,9 +2551,22 @@ mod tests {
             let addresses = w.members.iter().filter(|m| m.mail.fails()).count();
             assert!(phones <= 1 && addresses <= 1, "seed {seed}");
             assert!(
-                w.down.is_none_or(|d| d.to - d.from <= LONGEST_DOWN),
+                w.down.is_none_or(|d| {
+                    let length = d.to - d.from;
+                    length <= LONGEST_DOWN || (LONG_DOWN.0..=LONG_DOWN.1).contains(&length)
+                }),
                 "seed {seed}"
             );
+            // During an outage past the deadline, only news people act on.
+            if let Some(d) = w.down.filter(|d| d.to - d.from > LONGEST_DOWN) {
+                assert!(
+                    w.news
+                        .iter()
+                        .filter(|n| (d.from..d.to).contains(&n.at))
+                        .all(|n| IMPORTANT.contains(&n.kind)),
+                    "seed {seed}"
+                );
+            }
             // An important push that never gets through.
             assert!(
                 w.notices().any(|n| n.member.channel == "push"
