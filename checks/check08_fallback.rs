@@ -1708,9 +1708,11 @@ impl World {
             let k = rng.between(0, count as u64 - 1) as usize;
             let length = rng.between(60, (LONGEST_DOWN / SECOND) as u64) as i64 * SECOND;
             let length = match long_down {
-                true => long.between((LONG_DOWN.0 / SECOND) as u64, (LONG_DOWN.1 / SECOND) as u64)
-                    as i64
-                    * SECOND,
+                true => {
+                    long.between((LONG_DOWN.0 / SECOND) as u64, (LONG_DOWN.1 / SECOND) as u64)
+                        as i64
+                        * SECOND
+                }
                 false => length,
             };
             Down {
@@ -1760,7 +1762,8 @@ impl World {
             };
             let important = (troubled.is_some() && !doomed_yet) || rng.between(0, 4) < 3;
             let important = important
-                || down.is_some_and(|d| d.to - d.from > LONGEST_DOWN && (d.from..d.to).contains(&at));
+                || down
+                    .is_some_and(|d| d.to - d.from > LONGEST_DOWN && (d.from..d.to).contains(&at));
             doomed_yet |= troubled.is_some();
             let kinds: &[&'static str] = if important { &IMPORTANT } else { &OTHER_KINDS };
             let kind = *rng.pick(kinds);

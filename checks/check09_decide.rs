@@ -19,7 +19,9 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{instant, MINUTE, SECOND};
-use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::explore::{
+    explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+};
 use lab::history::{read_outbox, History};
 use lab::report::{judge, Finding};
 use lab::rng::Rng;
@@ -388,14 +390,68 @@ impl Batch {
             let failures = (seed / 2 % 2) as i64;
             restart_at = Some(at + failures * WAKE_UP + rng.between(2, 4) as i64 * SECOND);
         }
-        Batch {
+        let mut batch = Batch {
             seed: Some(seed),
             night,
             people,
             notices,
             changes,
             restart_at,
+        };
+        batch.opt_out_while_waiting(seed);
+        batch
+    }
+
+    /// Half the worlds (drawn from a stream of their own, so the rest of
+    /// the world is drawn as before) have one more switch: someone turns a
+    /// channel off for a kind while a message of that kind waits on it, to
+    /// be retried (its first sends fail) or for the morning. The opt-out
+    /// must win: the rules speak of a switch made "since", not only of one
+    /// made before the publish or at the send.
+    fn opt_out_while_waiting(&mut self, seed: u64) {
+        let mut rng = Rng::new(seed ^ 0x0909_5717_c4e5);
+        if rng.between(0, 1) == 1 {
+            return;
         }
+        let n = rng.pick(&self.notices).clone();
+        let channel = *rng.pick(&CHANNELS);
+        let untouched = !self
+            .changes
+            .iter()
+            .any(|c| c.person == n.person && c.kind == n.kind && c.channel == channel);
+        // The person's first message: a provider fails an address's first
+        // sends, whichever message they carry, and an earlier one would
+        // take the failures or not as a fault refuses its publish or not.
+        let first = !self
+            .notices
+            .iter()
+            .any(|o| o.person == n.person && o.number != n.number && o.at <= n.at);
+        if n.critical() || !untouched || !first || !self.enabled(&n.person, n.kind, channel, n.at) {
+            return;
+        }
+        let failures = rng.between(1, 2) as u32;
+        let person = self
+            .people
+            .iter_mut()
+            .find(|p| p.name == n.person)
+            .expect("a notice names a person of its batch");
+        let script = match channel {
+            "push" => &mut person.push,
+            _ => &mut person.email,
+        };
+        if *script == Script::Healthy {
+            *script = Script::Flaky(failures);
+        }
+        // Within the two minutes its retries take, never on a wake-up.
+        let seconds = rng.between(1, 118) as i64;
+        let seconds = seconds + i64::from(seconds >= 60);
+        self.changes.push(Change {
+            person: n.person.clone(),
+            kind: n.kind,
+            channel,
+            enabled: false,
+            at: n.at + seconds * SECOND,
+        });
     }
 
     fn name(&self) -> String {
@@ -1041,6 +1097,79 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// failing `publish` commit (the notice is refused).
 struct Generated;
 
+/// The situations chapter 9's rules turn on.
+const DIMENSIONS: &[Dimension<Batch>] = &[
+    Dimension {
+        name: "an opt-out made while a message of that kind waits on that channel to be retried",
+        reached: |b| {
+            b.changes.iter().any(|c| {
+                !c.enabled
+                    && b.notices.iter().any(|n| {
+                        n.person == c.person
+                            && n.kind == c.kind
+                            && !n.critical()
+                            && matches!(b.person(&n.person).script(c.channel), Script::Flaky(_))
+                            && (n.at + 1..n.at + 2 * MINUTE).contains(&c.at)
+                    })
+            })
+        },
+    },
+    Dimension {
+        name: "an opt-out made while a push waits for the morning",
+        reached: |b| {
+            b.changes.iter().any(|c| {
+                !c.enabled
+                    && c.channel == "push"
+                    && b.notices.iter().any(|n| {
+                        n.person == c.person
+                            && n.kind == c.kind
+                            && !n.critical()
+                            && b.morning(&n.person, n.at)
+                                .is_some_and(|m| (n.at..m).contains(&c.at))
+                    })
+            })
+        },
+    },
+    Dimension {
+        name: "a push published in quiet hours, held for the morning",
+        reached: |b| {
+            b.notices.iter().any(|n| {
+                !n.critical()
+                    && b.enabled(&n.person, n.kind, "push", n.at)
+                    && b.morning(&n.person, n.at).is_some()
+            })
+        },
+    },
+    Dimension {
+        name: "a security alert whose push fails in quiet hours",
+        reached: |b| {
+            b.notices.iter().any(|n| {
+                n.critical()
+                    && matches!(b.person(&n.person).push, Script::Flaky(_))
+                    && b.morning(&n.person, n.at).is_some()
+            })
+        },
+    },
+    Dimension {
+        name: "a channel turned back on",
+        reached: |b| b.changes.iter().any(|c| c.enabled),
+    },
+    Dimension {
+        name: "a deploy while a retry waits its backoff",
+        reached: |b| {
+            b.restart_at.is_some_and(|r| {
+                b.notices.iter().any(|n| {
+                    let p = b.person(&n.person);
+                    let flaky = CHANNELS
+                        .iter()
+                        .any(|c| matches!(p.script(c), Script::Flaky(_)));
+                    flaky && (n.at..n.at + 2 * MINUTE).contains(&r)
+                })
+            })
+        },
+    },
+];
+
 impl Explorer for Generated {
     type Scenario = Batch;
 
@@ -1054,6 +1183,10 @@ impl Explorer for Generated {
 
     fn startup(&self) -> Vec<Step> {
         Vec::new()
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<Batch>] {
+        DIMENSIONS
     }
 
     fn faults(&self) -> FaultModel {
