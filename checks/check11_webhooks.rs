@@ -22,14 +22,16 @@ use serde_json::Value;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{DEFAULT_START, MINUTE, SECOND};
-use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::explore::{
+    explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::{Job, Schedule, ADVANCE};
-use lab::webhook::{self, Answered, Delivery, Signing};
+use lab::webhook::{self, Answered, Delivery, Signing, GARBLED_FORMS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 11,
@@ -264,7 +266,10 @@ fn malformed(kind: u64, to: &str, at: i64) -> (String, String, Signing) {
         3 => (
             "an unreadable signature header".to_string(),
             format!("{{\"id\":\"{id}\",\"type\":\"bounced\"}}"),
-            Signing::Garbled,
+            // Spoiled in one of the ways a header can be, by its minute.
+            Signing::Garbled {
+                form: (at / MINUTE % i64::from(GARBLED_FORMS)) as u8,
+            },
         ),
         _ => (
             "no signature header".to_string(),
@@ -1294,6 +1299,80 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// endpoint (it answers 500, and the provider sends the event again).
 struct Generated;
 
+/// Whether `batch` has a hook `that` holds for.
+fn any_hook(batch: &Batch, that: impl Fn(&Hook) -> bool) -> bool {
+    batch.hooks.iter().any(that)
+}
+
+/// Whether a hook's signature header is spoiled in one of `forms` ways.
+fn garbled(hook: &Hook, forms: &[u8]) -> bool {
+    matches!(hook.signing, Signing::Garbled { form } if forms.contains(&(form % GARBLED_FORMS)))
+}
+
+/// The situations chapter 11's rules turn on.
+const DIMENSIONS: &[Dimension<Batch>] = &[
+    Dimension {
+        name: "a signed body that cannot be read",
+        reached: |b| {
+            any_hook(b, |h| {
+                h.nature == Nature::Malformed && h.signing == Signing::Genuine
+            })
+        },
+    },
+    Dimension {
+        name: "a signature header whose timestamp is no number",
+        reached: |b| any_hook(b, |h| garbled(h, &[0, 2])),
+    },
+    Dimension {
+        name: "a signature header whose signature is no hex",
+        reached: |b| any_hook(b, |h| garbled(h, &[0, 1])),
+    },
+    Dimension {
+        name: "a signature header without its timestamp or its signature",
+        reached: |b| any_hook(b, |h| garbled(h, &[3, 4, 5])),
+    },
+    Dimension {
+        name: "no signature header",
+        reached: |b| any_hook(b, |h| h.signing == Signing::Unsigned),
+    },
+    Dimension {
+        name: "a forged webhook",
+        reached: |b| any_hook(b, |h| h.nature == Nature::Forged),
+    },
+    Dimension {
+        name: "a genuine webhook replayed days later",
+        reached: |b| any_hook(b, |h| h.nature == Nature::Replayed),
+    },
+    Dimension {
+        name: "a genuine webhook signed by a provider clock ahead of the service's",
+        reached: |b| any_hook(b, |h| h.nature == Nature::Genuine && h.lag_s < 0),
+    },
+    Dimension {
+        name: "a genuine webhook signed minutes before it came",
+        reached: |b| any_hook(b, |h| h.nature == Nature::Genuine && h.lag_s >= 60),
+    },
+    Dimension {
+        name: "a message's statuses arriving in another order than they happened",
+        reached: |b| {
+            let genuine: Vec<(i64, &Event)> = b
+                .hooks
+                .iter()
+                .filter(|h| h.nature == Nature::Genuine)
+                .filter_map(|h| Some((h.at, h.event.as_ref()?)))
+                .collect();
+            genuine.iter().any(|(came, e)| {
+                genuine.iter().any(|(later, l)| {
+                    later > came && l.message == e.message && l.occurred < e.occurred
+                })
+            })
+        },
+    },
+    Dimension {
+        name: "the endpoint down while a webhook comes",
+        reached: |b| any_hook(b, |h| h.down),
+    },
+];
+
 impl Explorer for Generated {
     type Scenario = Batch;
 
@@ -1307,6 +1386,10 @@ impl Explorer for Generated {
 
     fn startup(&self) -> Vec<Step> {
         Vec::new()
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<Batch>] {
+        DIMENSIONS
     }
 
     fn faults(&self) -> FaultModel {

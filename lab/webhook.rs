@@ -100,8 +100,9 @@ pub enum Signing {
     /// By the provider, with the secret, at simulated time `signed_at_ms`
     /// (long before now): a captured request sent again by someone else.
     Replayed { signed_at_ms: i64 },
-    /// A signature header nobody could read.
-    Garbled,
+    /// A signature header nobody could read, in one of [`GARBLED_FORMS`]
+    /// ways: `form` picks which.
+    Garbled { form: u8 },
     /// No signature header at all.
     Unsigned,
 }
@@ -150,7 +151,7 @@ impl Delivery {
                 let then = now_s - (now_ms - signed_at_ms).div_euclid(1000);
                 Some(signature(SECRET, then, &body))
             }
-            Signing::Garbled => Some("t=now,v1=not-a-signature".to_string()),
+            Signing::Garbled { form } => Some(garbled(*form, now_s, &body)),
             Signing::Unsigned => None,
         };
         let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
@@ -158,6 +159,26 @@ impl Delivery {
             headers.push((SIGNATURE.to_string(), header));
         }
         Request { headers, body }
+    }
+}
+
+/// How many ways [`Signing::Garbled`] has of spoiling a signature header.
+pub const GARBLED_FORMS: u8 = 6;
+
+/// A signature header that cannot be read, in way `form`: neither part
+/// readable; a timestamp but no hex after `v1=`; the provider's own
+/// signature under a timestamp that is no number; a timestamp alone; a
+/// signature alone; nothing at all.
+fn garbled(form: u8, now_s: i64, body: &[u8]) -> String {
+    let genuine = signature(SECRET, now_s, body);
+    let v1 = genuine.split_once(",v1=").map_or("", |(_, v1)| v1);
+    match form % GARBLED_FORMS {
+        0 => "t=now,v1=not-a-signature".to_string(),
+        1 => format!("t={now_s},v1=not-a-signature"),
+        2 => format!("t=soon,v1={v1}"),
+        3 => format!("t={now_s}"),
+        4 => format!("v1={v1}"),
+        _ => String::new(),
     }
 }
 
