@@ -22,7 +22,9 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
-use lab::explore::{cut_down, explore, Explorer, Fate, FaultModel, Invariants, Observation, Run};
+use lab::explore::{
+    cut_down, explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Run,
+};
 use lab::history::History;
 use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
@@ -1212,6 +1214,9 @@ impl World {
         // Seeded from the seed's own random bits: nearby seeds draw
         // unrelated worlds.
         let mut rng = Rng::new(Rng::new(seed ^ 0x0707_0707).next_u64());
+        // What widens the world past its first shape is drawn from a stream
+        // of its own, so that the rest is drawn as before.
+        let mut more = Rng::new(seed ^ 0x0707_5eed_b0a7);
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
         let count = rng.between(8, 14) as usize;
@@ -1475,8 +1480,13 @@ impl World {
                 };
                 // Sixth in the backlog, which lands in this order: the first
                 // row a breaker that opens on five failures holds back, and
-                // so the first it probes.
-                let place = world.stretches[i].told.len().min(5);
+                // so the first it probes. Or first of all: the oldest row,
+                // which a breaker that probes the oldest row first would
+                // try for ever.
+                let place = match more.between(0, 1) {
+                    0 => 0,
+                    _ => world.stretches[i].told.len().min(5),
+                };
                 world.stretches[i].told.insert(place, told);
                 continue;
             }
@@ -1529,6 +1539,59 @@ impl World {
         if rng.between(0, 1) == 0 {
             let last = world.last_activity();
             world.deploy_at = Some(rng.between(5, (last / SECOND + 60) as u64) as i64 * SECOND);
+        }
+        // An address the provider refuses or slows down waits out an
+        // outage in its backlog: a provider that is down answers it 503
+        // like everyone, and once it is back, its 4xx says it is up.
+        for i in 0..world.stretches.len() {
+            let Some(trouble) = world.stretches[i].trouble.clone() else {
+                continue;
+            };
+            let answering: Vec<usize> = (0..world.people.len())
+                .filter(|&w| {
+                    let p = &world.people[w];
+                    p.channel == trouble.channel && p.script.answers_4xx()
+                })
+                .collect();
+            if trouble.hang || answering.is_empty() || more.between(0, 1) == 0 {
+                continue;
+            }
+            let told = &mut world.stretches[i].told;
+            let place = more.between(0, told.len() as u64) as usize;
+            let who = *more.pick(&answering);
+            told.insert(
+                place,
+                Told {
+                    at: trouble.from,
+                    who,
+                    text: text(),
+                },
+            );
+        }
+        // Half the worlds end with someone new whose first send fails,
+        // told alone once every other send has left the breaker's window:
+        // one failure of one send in a minute, which no minimum lets open
+        // a breaker, however busy the channel was before.
+        if more.between(0, 1) == 0 {
+            let used: Vec<&str> = world.people.iter().map(|p| p.name.as_str()).collect();
+            let name = names.iter().find(|n| !used.contains(n));
+            if let Some(name) = name {
+                let channel = if more.between(0, 1) == 0 { "email" } else { "push" };
+                world.people.push(Someone {
+                    name: name.to_string(),
+                    channel,
+                    script: Script::Flaky(1),
+                });
+                let at = world.last_activity() + more.between(150, 210) as i64 * SECOND;
+                world.stretches.push(Stretch {
+                    trouble: None,
+                    told: vec![Told {
+                        at,
+                        who: world.people.len() - 1,
+                        text: text(),
+                    }],
+                });
+            }
         }
         world.ended()
     }
@@ -1703,6 +1766,75 @@ fn gap_class(ms: i64) -> String {
     lab::explore::span(ms)
 }
 
+/// The rows that land in a trouble of their channel, in the order they
+/// land, with the trouble.
+fn backlogs(w: &World) -> impl Iterator<Item = (&Trouble, Vec<&Someone>)> {
+    w.stretches.iter().filter_map(|s| {
+        let t = s.trouble.as_ref()?;
+        Some((t, s.told.iter().map(|told| &w.people[told.who]).collect()))
+    })
+}
+
+/// The situations chapter 7's rules turn on.
+const DIMENSIONS: &[Dimension<World>] = &[
+    Dimension {
+        name: "a provider down for longer than the breaker's 30 s wait",
+        reached: |w| w.troubles().any(|t| !t.hang && t.to - t.from > PROBE_EVERY),
+    },
+    Dimension {
+        name: "a provider that hangs: every send times out",
+        reached: |w| w.troubles().any(|t| t.hang),
+    },
+    Dimension {
+        name: "both providers in trouble at once",
+        reached: |w| {
+            w.troubles().any(|a| {
+                w.troubles()
+                    .any(|b| a.channel != b.channel && a.from < b.to && b.from < a.to)
+            })
+        },
+    },
+    Dimension {
+        name: "an address that always fails, oldest in an outage's backlog",
+        reached: |w| backlogs(w).any(|(_, rows)| rows.first().is_some_and(|p| p.script == Script::Dead)),
+    },
+    Dimension {
+        name: "an address that always fails, held back by the breaker in an outage",
+        reached: |w| {
+            backlogs(w).any(|(_, rows)| rows.iter().skip(5).any(|p| p.script == Script::Dead))
+        },
+    },
+    Dimension {
+        name: "an address the provider refuses or slows down, waiting out an outage",
+        reached: |w| {
+            backlogs(w).any(|(t, rows)| !t.hang && rows.iter().any(|p| p.script.answers_4xx()))
+        },
+    },
+    Dimension {
+        name: "a lone failure on a channel whose earlier sends have left the breaker's window",
+        reached: |w| {
+            let told = w.told();
+            told.iter().any(|t| {
+                let p = &w.people[t.who];
+                matches!(p.script, Script::Flaky(_))
+                    && told.iter().filter(|o| w.people[o.who].channel == p.channel).count() >= 5
+                    && told
+                        .iter()
+                        .filter(|o| o.at != t.at || o.who != t.who)
+                        .all(|o| o.at + 2 * MINUTE < t.at)
+                    && w.troubles().all(|tr| tr.to + 2 * MINUTE < t.at)
+            })
+        },
+    },
+    Dimension {
+        name: "a deploy while a provider is in trouble",
+        reached: |w| {
+            w.deploy_at
+                .is_some_and(|d| w.troubles().any(|t| (t.from..t.to).contains(&d)))
+        },
+    },
+];
+
 impl Explorer for Generated {
     type Scenario = World;
 
@@ -1716,6 +1848,10 @@ impl Explorer for Generated {
 
     fn startup(&self) -> Vec<Step> {
         Vec::new()
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<World>] {
+        DIMENSIONS
     }
 
     fn faults(&self) -> FaultModel {

@@ -204,12 +204,24 @@ impl Provider {
             rec.attempt_with_html(self.channel, to, body, html, key, Some(Outcome::Failed))?;
             return Err(timeout(self.channel));
         }
-        let retry_after = self.rate_limit(&rec, to)?;
-        // A push payload over the limit is refused whole, whatever else holds.
-        let too_large = self.channel == "push" && body.len() > PUSH_PAYLOAD_LIMIT;
+        // A provider that is down answers 503 to everyone: it cannot look
+        // at an address to refuse it, nor count its requests to slow it.
+        let down = self
+            .script
+            .outages
+            .iter()
+            .any(|&(from, until)| (from..until).contains(&now));
+        let retry_after = match down {
+            true => None,
+            false => self.rate_limit(&rec, to)?,
+        };
+        // A push payload over the limit is refused whole, whatever else
+        // holds, by a provider that is up.
+        let too_large = !down && self.channel == "push" && body.len() > PUSH_PAYLOAD_LIMIT;
         let refused = match retry_after {
             _ if too_large => Some(Outcome::Rejected),
             Some(_) => Some(Outcome::Failed),
+            None if down => Some(Outcome::Failed),
             None => self.refusal(&rec, to)?,
         };
         let outcome = rec.attempt_with_html(self.channel, to, body, html, key, refused)?;
