@@ -1576,7 +1576,11 @@ impl World {
             let used: Vec<&str> = world.people.iter().map(|p| p.name.as_str()).collect();
             let name = names.iter().find(|n| !used.contains(n));
             if let Some(name) = name {
-                let channel = if more.between(0, 1) == 0 { "email" } else { "push" };
+                let channel = if more.between(0, 1) == 0 {
+                    "email"
+                } else {
+                    "push"
+                };
                 world.people.push(Someone {
                     name: name.to_string(),
                     channel,
@@ -1796,7 +1800,9 @@ const DIMENSIONS: &[Dimension<World>] = &[
     },
     Dimension {
         name: "an address that always fails, oldest in an outage's backlog",
-        reached: |w| backlogs(w).any(|(_, rows)| rows.first().is_some_and(|p| p.script == Script::Dead)),
+        reached: |w| {
+            backlogs(w).any(|(_, rows)| rows.first().is_some_and(|p| p.script == Script::Dead))
+        },
     },
     Dimension {
         name: "an address that always fails, held back by the breaker in an outage",
@@ -1817,7 +1823,11 @@ const DIMENSIONS: &[Dimension<World>] = &[
             told.iter().any(|t| {
                 let p = &w.people[t.who];
                 matches!(p.script, Script::Flaky(_))
-                    && told.iter().filter(|o| w.people[o.who].channel == p.channel).count() >= 5
+                    && told
+                        .iter()
+                        .filter(|o| w.people[o.who].channel == p.channel)
+                        .count()
+                        >= 5
                     && told
                         .iter()
                         .filter(|o| o.at != t.at || o.who != t.who)
@@ -1868,7 +1878,26 @@ impl Explorer for Generated {
             // Sends take no simulated time here, so a row is claimed at
             // its send, and chapter 6's threshold counts from the send.
             orphaned_after: ORPHANED_AFTER,
+            // An answer closes the breaker; the next wake-up, or the one
+            // after, sends what waited.
+            closes_on_answer: 2 * TICK + SECOND,
         }
+    }
+
+    fn published(&self, world: &World) -> Vec<lab::explore::Published> {
+        world
+            .told()
+            .into_iter()
+            .map(|t| {
+                let p = &world.people[t.who];
+                lab::explore::Published {
+                    channel: p.channel.to_string(),
+                    recipient: p.recipient(),
+                    body: t.text.clone(),
+                    at: t.at,
+                }
+            })
+            .collect()
     }
 
     /// Per notification: how often it reached its person and how its row

@@ -25,7 +25,7 @@ use crate::rng::Rng;
 use crate::runner::{in_parallel, scenario_dir, Case, Exit};
 use crate::scenario::{Fault, Plan, Step};
 use crate::serve::RUN;
-use crate::world::{Event, Kind, Outcome, Recorder};
+use crate::world::{Delivery, Event, Kind, Outcome, Recorder};
 
 /// How much a check explores.
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +139,12 @@ pub struct Invariants {
     /// After the n-th failed attempt of a message, the next one waits at
     /// least `retry_gaps[n - 1]` ms (chapter 5's backoff).
     pub retry_gaps: &'static [i64],
+    /// Once a provider answers a send on a channel (it delivers, or refuses
+    /// one address: anything but a failure), a message on that channel
+    /// that was waiting, never tried, goes out within this many ms:
+    /// chapter 7's breaker, which holds rows back only while its provider
+    /// fails (0: not judged). Needs [`Explorer::published`].
+    pub closes_on_answer: i64,
     /// When a crash loses a send's answer, the message goes out again no
     /// sooner than this many ms after that send (chapter 6's sweep, which
     /// takes back only a claim this old; 0: not judged). For worlds whose
@@ -259,6 +265,21 @@ pub trait Explorer: Sync {
     fn dimensions(&self) -> &'static [Dimension<Self::Scenario>] {
         &[]
     }
+    /// Every message the scenario publishes, with when: what the
+    /// invariants that ask whether a message was waiting read.
+    fn published(&self, _scenario: &Self::Scenario) -> Vec<Published> {
+        Vec::new()
+    }
+}
+
+/// A message a scenario publishes: where it goes, what it says, and when
+/// (simulated ms).
+#[derive(Clone, Debug)]
+pub struct Published {
+    pub channel: String,
+    pub recipient: String,
+    pub body: String,
+    pub at: i64,
 }
 
 /// One edge of a chapter's world: a situation its rules speak about, and
@@ -345,6 +366,8 @@ pub enum Rule {
     NotEarly,
     /// A crash's orphan is not sent again before the sweep may take it.
     SweptLate,
+    /// A provider that answers is not held back by a breaker.
+    ClosesOnAnswer,
 }
 
 impl Rule {
@@ -360,6 +383,9 @@ impl Rule {
             Rule::NotEarly => "generated scenarios: no retry comes before its backoff (chapter 5)",
             Rule::SweptLate => {
                 "a crash's orphan goes out again only once its claim is old (chapter 6's sweep)"
+            }
+            Rule::ClosesOnAnswer => {
+                "once a provider answers, its breaker lets the waiting rows through (chapter 7)"
             }
         }
     }
@@ -603,8 +629,17 @@ fn sample(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected>
 }
 
 /// The shared invariants broken in one play.
-fn invariants(rules: Invariants, played: &Played) -> Vec<Breach> {
+fn invariants(rules: Invariants, played: &Played, published: &[Published]) -> Vec<Breach> {
     let mut found = Vec::new();
+    if rules.closes_on_answer > 0 {
+        let lines = held_after_an_answer(rules.closes_on_answer, published, &played.history);
+        if !lines.is_empty() {
+            found.push(Breach {
+                rule: Rule::ClosesOnAnswer,
+                lines,
+            });
+        }
+    }
     if rules.told_once {
         let mut seen: BTreeMap<(String, String, String), u32> = BTreeMap::new();
         for d in played
@@ -663,6 +698,55 @@ fn invariants(rules: Invariants, played: &Played) -> Vec<Breach> {
         }
     }
     found
+}
+
+/// A channel that stayed silent for longer than `within` after its
+/// provider answered a send, while a message on it waited, never tried: a
+/// breaker kept shut after the provider showed it was up. One line per
+/// channel, for the first such answer.
+fn held_after_an_answer(within: i64, published: &[Published], history: &History) -> Vec<String> {
+    let Some(last) = history.deliveries.iter().map(|d| d.at_ms).max() else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    for channel in ["email", "push"] {
+        let attempts: Vec<&Delivery> = history.attempts(channel).collect();
+        for answer in &attempts {
+            let at = answer.at_ms;
+            if answer.outcome == Outcome::Failed || at + within >= last {
+                continue;
+            }
+            let next = attempts.iter().map(|d| d.at_ms).filter(|&t| t > at).min();
+            if next.is_some_and(|next| next <= at + within) {
+                continue;
+            }
+            let tried = |p: &Published| {
+                attempts
+                    .iter()
+                    .any(|d| d.recipient == p.recipient && d.body == p.body && d.at_ms <= at)
+            };
+            let waiting = published
+                .iter()
+                .find(|p| p.channel == channel && p.at <= at && !tried(p));
+            if let Some(waiting) = waiting {
+                let until =
+                    next.map_or("the end".to_string(), |n| format!("{} later", span(n - at)));
+                lines.push(format!(
+                    "the {channel} provider answered {} at {}, yet {} waited, never tried, until {until}",
+                    answer.recipient,
+                    clock(at),
+                    waiting.recipient
+                ));
+                break;
+            }
+        }
+    }
+    lines
+}
+
+/// `m:ss` of simulated time.
+fn clock(ms: i64) -> String {
+    format!("{}:{:02}", ms / 60_000, ms / 1000 % 60)
 }
 
 /// Retries that came sooner than their gap, per message (channel,
@@ -945,6 +1029,7 @@ fn judge_one<E: Explorer>(
 ) -> Result<(Vec<Judged>, Coverage)> {
     let model = explorer.faults();
     let rules = explorer.invariants();
+    let published = explorer.published(scenario);
     let wanted = match reference {
         Some(r) => Some(r.observe(explorer, scenario)?),
         None => None,
@@ -978,7 +1063,7 @@ fn judge_one<E: Explorer>(
                 });
             }
         }
-        breaches.extend(invariants(rules, &normal));
+        breaches.extend(invariants(rules, &normal, &published));
     }
     let points = fault_points(&model, &normal.history);
     coverage.points = points.len();
@@ -1065,7 +1150,11 @@ fn judge_one<E: Explorer>(
                     lines,
                 });
             }
-            breaches.extend(invariants(rules, &faulted));
+            // A crash, or a failing commit that ends a wake-up part-way,
+            // strands what the process had claimed until the sweep takes it
+            // back: whether a row waited, never tried, for a breaker or for
+            // the sweep, only the play without a fault tells.
+            breaches.extend(invariants(rules, &faulted, &[]));
             let lines = swept_early(rules.orphaned_after, &fault, &faulted);
             if !lines.is_empty() {
                 breaches.push(Breach {
@@ -1171,7 +1260,9 @@ pub fn explore<E: Explorer>(
         let Some(first) = first else {
             // Agreement is judged on the plays without faults only.
             let evidence = match rule {
-                Rule::Agrees => format!("{} scenarios, without faults", coverage.scenarios),
+                Rule::Agrees | Rule::ClosesOnAnswer => {
+                    format!("{} scenarios, without faults", coverage.scenarios)
+                }
                 _ => evidence.clone(),
             };
             let mut verdict = Verdict::pass(rule.property(), evidence);
@@ -1235,6 +1326,9 @@ fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     }
     if invariants.orphaned_after > 0 {
         rules.push(Rule::SweptLate);
+    }
+    if invariants.closes_on_answer > 0 {
+        rules.push(Rule::ClosesOnAnswer);
     }
     rules
 }
