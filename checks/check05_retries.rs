@@ -20,7 +20,7 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{
-    cut_down, explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+    cut_down, explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_outbox, History};
 use lab::report::{judge, Finding};
@@ -913,6 +913,10 @@ impl Batch {
     /// A batch drawn from `seed` over the chapter's whole world.
     fn generated(seed: u64) -> Batch {
         let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 5);
+        // How often a 429 comes, drawn from a stream of its own so that the
+        // rest of the world is drawn as before: up to five times, past the
+        // four attempts a row has.
+        let mut limits = Rng::new(seed ^ 0x0505_4290_0429);
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
         let count = rng.between(1, 12) as usize;
@@ -925,7 +929,10 @@ impl Batch {
                     4 | 5 => Script::Flaky(rng.between(1, 3) as u32),
                     6 => Script::Dead,
                     7 => Script::Rejected,
-                    8 => Script::RateLimited(rng.between(1, 2) as u32),
+                    8 => {
+                        rng.between(1, 2);
+                        Script::RateLimited(limits.between(1, 5) as u32)
+                    }
                     _ => Script::Unanswered,
                 };
                 let channel = if rng.between(0, 2) == 0 {
@@ -958,6 +965,62 @@ impl Batch {
     }
 }
 
+/// Whether someone in `batch` is treated by the provider as `that` says.
+fn anyone(batch: &Batch, that: fn(Script) -> bool) -> bool {
+    batch.people.iter().any(|p| that(p.script))
+}
+
+/// The situations chapter 5's rules turn on.
+const DIMENSIONS: &[Dimension<Batch>] = &[
+    Dimension {
+        name: "a row that fails, then goes through",
+        reached: |b| anyone(b, |s| matches!(s, Script::Flaky(_))),
+    },
+    Dimension {
+        name: "a row that fails three times, then goes through on its last attempt",
+        reached: |b| anyone(b, |s| s == Script::Flaky(3)),
+    },
+    Dimension {
+        name: "an address that always fails: four attempts, then the dead letter",
+        reached: |b| anyone(b, |s| s == Script::Dead),
+    },
+    Dimension {
+        name: "a permanent rejection",
+        reached: |b| anyone(b, |s| s == Script::Rejected),
+    },
+    Dimension {
+        name: "a 429 whose Retry-After is longer than the backoff",
+        reached: |b| anyone(b, |s| matches!(s, Script::RateLimited(_))),
+    },
+    Dimension {
+        name: "a 429 answered more often than a row has attempts",
+        reached: |b| {
+            anyone(
+                b,
+                |s| matches!(s, Script::RateLimited(n) if n as usize >= ATTEMPTS),
+            )
+        },
+    },
+    Dimension {
+        name: "a send whose answer never comes",
+        reached: |b| anyone(b, |s| s == Script::Unanswered),
+    },
+    Dimension {
+        name: "a deploy while a retry waits its backoff",
+        reached: |b| {
+            b.restart_at.is_some_and(|r| {
+                b.people
+                    .iter()
+                    .any(|p| p.script != Script::Healthy && (p.at..p.at + 6 * MINUTE).contains(&r))
+            })
+        },
+    },
+    Dimension {
+        name: "a notice published after others were tried",
+        reached: |b| b.people.iter().any(|p| p.at > 0) && b.people.iter().any(|p| p.at == 0),
+    },
+];
+
 impl Explorer for Generated {
     type Scenario = Batch;
 
@@ -971,6 +1034,10 @@ impl Explorer for Generated {
 
     fn startup(&self) -> Vec<Step> {
         Vec::new()
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<Batch>] {
+        DIMENSIONS
     }
 
     fn faults(&self) -> FaultModel {

@@ -40,7 +40,8 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{
-    cut_down, explore, span, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+    cut_down, explore, span, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row,
+    Run,
 };
 use lab::history::{read_outbox, History};
 use lab::report::{judge, Finding};
@@ -1503,6 +1504,50 @@ impl Workload {
     }
 }
 
+/// The situations chapter 6's rules turn on.
+const DIMENSIONS: &[Dimension<Workload>] = &[
+    Dimension {
+        name: "a row a lost dispatcher claimed, younger than the sweep's threshold",
+        reached: |w| w.entries.iter().any(|e| e.lost.is_some()),
+    },
+    Dimension {
+        name: "a lost claim on a row whose own sends fail",
+        reached: |w| {
+            w.entries
+                .iter()
+                .any(|e| e.lost.is_some() && e.script != Script::Healthy)
+        },
+    },
+    Dimension {
+        name: "sends that take simulated seconds, in a batch of several rows",
+        reached: |w| {
+            w.slow
+                .iter()
+                .any(|(channel, _)| w.entries.iter().filter(|e| e.channel == *channel).count() >= 3)
+        },
+    },
+    Dimension {
+        name: "a provider that hangs: sends time out",
+        reached: |w| w.troubles.iter().any(|t| t.hang),
+    },
+    Dimension {
+        name: "a provider down for a while",
+        reached: |w| w.troubles.iter().any(|t| !t.hang),
+    },
+    Dimension {
+        name: "an address that always fails",
+        reached: |w| w.entries.iter().any(|e| e.script == Script::Dead),
+    },
+    Dimension {
+        name: "a send whose answer never comes",
+        reached: |w| w.entries.iter().any(|e| e.script == Script::Unanswered),
+    },
+    Dimension {
+        name: "a deploy while a lost claim waits for the sweep",
+        reached: |w| w.restart_at.is_some() && w.entries.iter().any(|e| e.lost.is_some()),
+    },
+];
+
 impl Explorer for Generated {
     type Scenario = Workload;
 
@@ -1517,6 +1562,10 @@ impl Explorer for Generated {
     fn startup(&self) -> Vec<Step> {
         // The schedule resumes, and the sweep with it.
         Vec::new()
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<Workload>] {
+        DIMENSIONS
     }
 
     fn faults(&self) -> FaultModel {

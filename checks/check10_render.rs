@@ -19,7 +19,9 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
-use lab::explore::{explore, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
+use lab::explore::{
+    explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+};
 use lab::history::History;
 use lab::provider::PUSH_PAYLOAD_LIMIT;
 use lab::report::{judge, Finding};
@@ -1159,6 +1161,61 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// comment is refused).
 struct Generated;
 
+/// Whether `batch` has a comment `that` holds for.
+fn any_comment(batch: &Batch, that: impl Fn(&Comment) -> bool) -> bool {
+    batch.comments.iter().any(that)
+}
+
+/// The situations chapter 10's rules turn on.
+const DIMENSIONS: &[Dimension<Batch>] = &[
+    Dimension {
+        name: "markup in a title",
+        reached: |b| any_comment(b, |c| c.title.contains('<')),
+    },
+    Dimension {
+        name: "an entity already written in a title (&amp;)",
+        reached: |b| any_comment(b, |c| c.title.contains("&amp;")),
+    },
+    Dimension {
+        name: "text beyond ASCII (é, ç, an emoji)",
+        reached: |b| any_comment(b, |c| !(c.title.is_ascii() && c.text.is_ascii())),
+    },
+    Dimension {
+        name: "a comment with no author: a field missing",
+        reached: |b| any_comment(b, |c| c.author.is_none()),
+    },
+    Dimension {
+        name: "a person with no name",
+        reached: |b| b.people.iter().any(|p| p.name.is_none()),
+    },
+    Dimension {
+        name: "a push of exactly 4096 bytes",
+        reached: |b| {
+            any_comment(b, |c| {
+                c.push_text().is_some_and(|t| t.len() == PUSH_PAYLOAD_LIMIT)
+            })
+        },
+    },
+    Dimension {
+        name: "a push a few bytes over 4096, to be cut",
+        reached: |b| {
+            any_comment(b, |c| {
+                c.push_text().is_some_and(|t| {
+                    (PUSH_PAYLOAD_LIMIT + 1..PUSH_PAYLOAD_LIMIT + 4).contains(&t.len())
+                })
+            })
+        },
+    },
+    Dimension {
+        name: "a push refused for good",
+        reached: |b| b.people.iter().any(|p| p.push == Script::Rejected),
+    },
+    Dimension {
+        name: "a deploy while a retry waits its backoff",
+        reached: |b| b.restart_at.is_some(),
+    },
+];
+
 impl Explorer for Generated {
     type Scenario = Batch;
 
@@ -1172,6 +1229,10 @@ impl Explorer for Generated {
 
     fn startup(&self) -> Vec<Step> {
         Vec::new()
+    }
+
+    fn dimensions(&self) -> &'static [Dimension<Batch>] {
+        DIMENSIONS
     }
 
     fn faults(&self) -> FaultModel {
