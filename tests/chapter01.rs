@@ -137,7 +137,7 @@ fn the_reference_solution_passes_everything() {
     assert_eq!(v[4]["evidence"], "this is the reference solution");
     for explored in 5..8 {
         let evidence = v[explored]["evidence"].as_str().unwrap();
-        assert!(evidence.starts_with("4 scenarios, "), "{evidence}");
+        assert!(evidence.starts_with("5 scenarios, "), "{evidence}");
     }
 }
 
@@ -204,7 +204,7 @@ fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
 fn one_email_per_person_never_tells_a_second_workspace() {
     let (code, report) = common::checked_json(&["1", "--variant", "one-email-per-person"]);
     assert_eq!(code, 1);
-    assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL PASS PASS PASS");
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL FAIL PASS PASS");
     let agrees = &report["verdicts"][AGREES];
     // Someone invited to two workspaces, told about the first only.
     let scenario = agrees["scenario"].as_str().unwrap();
@@ -286,4 +286,18 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
     assert!(text.contains("fay@example.com was told they joined ws_orbit. They did not."));
     assert!(text.contains("replay it: notify check 1 --seed "), "{text}");
     assert!(text.contains("service") && text.contains("database") && text.contains("provider"));
+}
+
+#[test]
+fn one_outbox_row_per_recipient_loses_an_invite_waiting_beside_another() {
+    // Someone invited twice before the relay ran: the second invite took
+    // the first one's row, and its email was never sent.
+    let (code, report) = common::checked_json(&["1", "--variant", "one-row-per-recipient"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL FAIL PASS PASS");
+    let detail = report["verdicts"][AGREES]["details"][0].as_str().unwrap();
+    assert!(
+        detail.contains("never told, member (the reference: told once, member)"),
+        "{detail}"
+    );
 }

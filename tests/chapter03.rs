@@ -270,10 +270,10 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
             "  PASS  every row is sent (390 of 390 sent)",
             "  FAIL  each row goes to the provider once, key or no key (sent more than once in 5 of 5 races)",
             "  PASS  no relay waits on another for long (a 0.5 s send, nobody waited it out)",
-            "  PASS  generated scenarios end as with the reference solution (4 scenarios, without faults)",
-            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
-            "  PASS  nobody gets the same message twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
-            "  PASS  once idle, every row is SENT, or FAILED with its error (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
+            "  PASS  generated scenarios end as with the reference solution (5 scenarios, without faults)",
+            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (5 scenarios, 14 crash points, 14 failing commits, sampled from 42)",
+            "  PASS  nobody gets the same message twice (5 scenarios, 14 crash points, 14 failing commits, sampled from 42)",
+            "  PASS  once idle, every row is SENT, or FAILED with its error (5 scenarios, 14 crash points, 14 failing commits, sampled from 42)",
         ]
     );
     assert!(text.contains("6 of 8 properties hold"), "{text}");

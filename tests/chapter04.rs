@@ -197,10 +197,10 @@ fn the_text_report_names_the_properties_and_draws_the_timeline() {
             "  FAIL  no invite fails while the relay sends (3 of 3 failed)",
             "  FAIL  no invite waits more than a quarter of a send (3 of 3 took over 75 ms)",
             "  PASS  every member gets exactly one email (4 members, one email each)",
-            "  PASS  generated scenarios end as with the reference solution (4 scenarios, without faults)",
-            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
-            "  PASS  nobody gets the same message twice (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
-            "  PASS  once idle, every row is SENT, or FAILED with its error (4 scenarios, 12 crash points, 10 failing commits, sampled from 32)",
+            "  PASS  generated scenarios end as with the reference solution (5 scenarios, without faults)",
+            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (5 scenarios, 14 crash points, 14 failing commits, sampled from 42)",
+            "  PASS  nobody gets the same message twice (5 scenarios, 14 crash points, 14 failing commits, sampled from 42)",
+            "  PASS  once idle, every row is SENT, or FAILED with its error (5 scenarios, 14 crash points, 14 failing commits, sampled from 42)",
         ]
     );
     assert!(text.contains("5 of 7 properties hold"), "{text}");

@@ -49,7 +49,6 @@ const AGREES: usize = 3;
 const SURVIVES: usize = 4;
 const TOLD_ONCE: usize = 5;
 const SETTLED: usize = 6;
-const NOT_EARLY: usize = 7;
 
 /// The verdicts of `check 6` with `args`, and the report, played once for
 /// every test that reads them.
@@ -118,7 +117,7 @@ fn the_reference_solution_passes_everything() {
         "this is the reference solution"
     );
     let explored = report["verdicts"][4]["evidence"].as_str().unwrap();
-    assert!(explored.starts_with("4 scenarios, "), "{explored}");
+    assert!(explored.starts_with("6 scenarios, "), "{explored}");
 }
 
 #[test]
@@ -165,21 +164,18 @@ fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
 #[test]
 fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
     let (_, pattern, report) = check(&["--variant", "short-threshold"]);
-    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
 }
 
 #[test]
 fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
     let (_, pattern, report) = check(&["--variant", "sweep-resets-attempts"]);
-    assert_eq!(pattern, "FAIL PASS PASS PASS PASS PASS PASS FAIL");
+    assert_eq!(pattern, "FAIL PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(
         report["verdicts"][EVENTUALLY]["evidence"],
         "8 dispatchers lost, still PROCESSING"
     );
-    // A fresh count also gives a row that lost an attempt chapter 5's first
-    // wait again after its third failure.
-    assert!(details(&report, NOT_EARLY).contains("came"), "{report}");
 }
 
 #[test]
@@ -191,7 +187,7 @@ fn a_sweep_that_forgets_the_lost_attempt_loops_too() {
 #[test]
 fn a_threshold_of_three_minutes_sweeps_the_slow_send_near_five() {
     let (_, pattern, report) = check(&["--variant", "threshold-3min"]);
-    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
 }
 
