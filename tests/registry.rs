@@ -105,3 +105,32 @@ fn each_case_is_shipped_as_the_registry_remembers_it() {
         );
     }
 }
+
+/// Every correct alternative in the catalogue (`alt-*`, "a correct
+/// alternative: ...") passes its chapter's quick check: a design the rules
+/// leave free, other than the reference's, is not failed for being other.
+/// Chapter 12's need a PostgreSQL server: its own tests play them.
+#[test]
+fn every_correct_alternative_passes_its_check() {
+    let root = common::root();
+    for chapter in checks::CHAPTERS.iter().filter(|c| c.number != 12) {
+        let folder = root.join(format!("checks/case{:02}", chapter.number));
+        let mut alternatives: Vec<String> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("alt-") && name.ends_with(".diff"))
+            .map(|name| name.trim_end_matches(".diff").to_string())
+            .collect();
+        alternatives.sort();
+        for name in alternatives {
+            let patch = std::fs::read_to_string(folder.join(format!("{name}.diff"))).unwrap();
+            assert!(
+                patch.starts_with("a correct alternative: "),
+                "{name} says what it is on its first line"
+            );
+            let number = chapter.number.to_string();
+            let (code, report) = common::checked_json(&[&number, "--variant", &name]);
+            assert_eq!(code, 0, "chapter {number}: {name} must pass: {report}");
+        }
+    }
+}
