@@ -23,7 +23,7 @@ use lab::explore::{
     explore, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run,
 };
 
-use super::invite_world::{invite_dimensions, Invites, Moment, Shape};
+use super::invite_world::{invite_dimensions, relayed_every, Invites, Shape};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
@@ -1145,18 +1145,12 @@ const DIMENSIONS: &[Dimension<Scenario>] = &invite_dimensions::<Scenario>();
 
 impl Invites for Scenario {
     fn shape(&self) -> Shape {
-        let cut = self.deploy_after.unwrap_or(self.invites.len());
-        let mut moments = Vec::new();
-        for (n, invite) in self.invites.iter().enumerate() {
-            if n == cut {
-                moments.extend([Moment::Deploy, Moment::Relay]);
-            }
-            moments.push(Moment::Invite(invite));
-            if (n + 1) % self.relay_every == 0 || n + 1 == self.invites.len() {
-                moments.push(Moment::Relay);
-            }
-        }
-        Shape::of(&self.workspaces, moments)
+        relayed_every(
+            &self.workspaces,
+            &self.invites,
+            self.relay_every,
+            self.deploy_after,
+        )
     }
 }
 

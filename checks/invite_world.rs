@@ -448,52 +448,88 @@ pub(crate) trait Invites {
     fn shape(&self) -> Shape;
 }
 
+/// The situations chapters 1 to 4's rules turn on, each a question to a
+/// world's [`Shape`].
+const SITUATIONS: [(&str, fn(&Shape) -> bool); 6] = [
+    (
+        "one person with two invites waiting for the same relay pass",
+        Shape::one_person_twice_in_a_pass,
+    ),
+    (
+        "a relay pass that finds several rows waiting",
+        Shape::several_rows_in_a_pass,
+    ),
+    (
+        "an invite that finds no seat and rolls back",
+        Shape::rolls_back,
+    ),
+    (
+        "a rollback and a new member waiting for the same relay pass",
+        Shape::rollback_beside_a_member,
+    ),
+    ("a workspace's last free seat taken", |s| s.filled),
+    ("a deploy while new members wait for the relay", |s| {
+        s.backlog_at_deploy
+    }),
+];
+
+/// Whether world `w` reaches situation `I` of [`SITUATIONS`].
+fn reaches<W: Invites, const I: usize>(w: &W) -> bool {
+    (SITUATIONS[I].1)(&w.shape())
+}
+
 /// The situations chapters 1 to 4's rules turn on, in a world of invites.
 pub(crate) const fn invite_dimensions<W: Invites>() -> [Dimension<W>; 6] {
-    fn twice<W: Invites>(w: &W) -> bool {
-        w.shape().one_person_twice_in_a_pass()
-    }
-    fn several<W: Invites>(w: &W) -> bool {
-        w.shape().several_rows_in_a_pass()
-    }
-    fn rolls_back<W: Invites>(w: &W) -> bool {
-        w.shape().rolls_back()
-    }
-    fn beside<W: Invites>(w: &W) -> bool {
-        w.shape().rollback_beside_a_member()
-    }
-    fn filled<W: Invites>(w: &W) -> bool {
-        w.shape().filled
-    }
-    fn deploy<W: Invites>(w: &W) -> bool {
-        w.shape().backlog_at_deploy
-    }
     [
         Dimension {
-            name: "one person with two invites waiting for the same relay pass",
-            reached: twice::<W>,
+            name: SITUATIONS[0].0,
+            reached: reaches::<W, 0>,
         },
         Dimension {
-            name: "a relay pass that finds several rows waiting",
-            reached: several::<W>,
+            name: SITUATIONS[1].0,
+            reached: reaches::<W, 1>,
         },
         Dimension {
-            name: "an invite that finds no seat and rolls back",
-            reached: rolls_back::<W>,
+            name: SITUATIONS[2].0,
+            reached: reaches::<W, 2>,
         },
         Dimension {
-            name: "a rollback and a new member waiting for the same relay pass",
-            reached: beside::<W>,
+            name: SITUATIONS[3].0,
+            reached: reaches::<W, 3>,
         },
         Dimension {
-            name: "a workspace's last free seat taken",
-            reached: filled::<W>,
+            name: SITUATIONS[4].0,
+            reached: reaches::<W, 4>,
         },
         Dimension {
-            name: "a deploy while new members wait for the relay",
-            reached: deploy::<W>,
+            name: SITUATIONS[5].0,
+            reached: reaches::<W, 5>,
         },
     ]
+}
+
+/// The shape of a world of invites made one process after another: the
+/// relay after every `relay_every`-th invite and after the last, and a
+/// deploy (whose new process starts with a relay pass) after
+/// `deploy_after` of them (chapters 1 and 2).
+pub(crate) fn relayed_every(
+    workspaces: &[(String, i64)],
+    invites: &[Invite],
+    relay_every: usize,
+    deploy_after: Option<usize>,
+) -> Shape {
+    let cut = deploy_after.unwrap_or(invites.len());
+    let mut moments = Vec::new();
+    for (n, invite) in invites.iter().enumerate() {
+        if n == cut {
+            moments.extend([Moment::Deploy, Moment::Relay]);
+        }
+        moments.push(Moment::Invite(invite));
+        if (n + 1) % relay_every == 0 || n + 1 == invites.len() {
+            moments.push(Moment::Relay);
+        }
+    }
+    Shape::of(workspaces, moments)
 }
 
 impl Invites for Service {
