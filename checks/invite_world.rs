@@ -448,9 +448,12 @@ pub(crate) trait Invites {
     fn shape(&self) -> Shape;
 }
 
+/// A question to a world's [`Shape`].
+type Question = fn(&Shape) -> bool;
+
 /// The situations chapters 1 to 4's rules turn on, each a question to a
 /// world's [`Shape`].
-const SITUATIONS: [(&str, fn(&Shape) -> bool); 6] = [
+const SITUATIONS: [(&str, Question); 6] = [
     (
         "one person with two invites waiting for the same relay pass",
         Shape::one_person_twice_in_a_pass,
