@@ -903,11 +903,7 @@ impl Explorer for Generated {
             fail_commit: &["invite"],
             crash_after_send: &[],
             requests: &["invite"],
-            // A lost answer is chapter 2's: no crash after a send here, and
-            // so no failing commit of the mark that records a delivered one,
-            // whichever operation sends (the relay, or an invite that sends
-            // its own row once it has committed).
-            keep_answers: true,
+            keep_answers: false,
         }
     }
 
