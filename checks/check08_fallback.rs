@@ -1704,6 +1704,11 @@ impl World {
         // as before.
         let mut long = Rng::new(seed ^ 0x0808_1000_d0e5);
         let long_down = long.between(0, 2) == 0;
+        // Half the long outages carry news of every kind, and no deploy:
+        // a push that does not fall back waits it out and is delivered
+        // after, its attempts spent by at most the one restart a crash
+        // makes, never four.
+        let any_kind = long_down && long.between(0, 1) == 0;
         let down = down.then(|| {
             let k = rng.between(0, count as u64 - 1) as usize;
             let length = rng.between(60, (LONGEST_DOWN / SECOND) as u64) as i64 * SECOND;
@@ -1762,8 +1767,10 @@ impl World {
             };
             let important = (troubled.is_some() && !doomed_yet) || rng.between(0, 4) < 3;
             let important = important
-                || down
-                    .is_some_and(|d| d.to - d.from > LONGEST_DOWN && (d.from..d.to).contains(&at));
+                || !any_kind
+                    && down.is_some_and(|d| {
+                        d.to - d.from > LONGEST_DOWN && (d.from..d.to).contains(&at)
+                    });
             doomed_yet |= troubled.is_some();
             let kinds: &[&'static str] = if important { &IMPORTANT } else { &OTHER_KINDS };
             let kind = *rng.pick(kinds);
@@ -1850,10 +1857,14 @@ impl World {
                     .collect();
                 at.sort_unstable();
                 at.dedup();
-                // One deploy at most while the push provider is down.
+                // One deploy at most while the push provider is down, and
+                // none in a long outage with news of every kind.
                 let during = |t: &i64| down.is_some_and(|d| (d.from..d.to).contains(t));
                 if at.iter().filter(|t| during(t)).count() > 1 {
                     at.pop();
+                }
+                if any_kind {
+                    at.retain(|t| !during(t));
                 }
                 at
             }
@@ -2485,6 +2496,19 @@ impl Explorer for Generated {
 /// The edges of chapter 8's world its rules turn on.
 const DIMENSIONS: &[Dimension<World>] = &[
     Dimension {
+        name: "a push of a kind that does not fall back, still waiting 10 min into an outage",
+        reached: |w| {
+            w.down.is_some_and(|d| {
+                w.news.iter().any(|n| {
+                    !IMPORTANT.contains(&n.kind)
+                        && (d.from..d.to).contains(&n.at)
+                        && n.at + WAIT_AT_MOST < d.to
+                        && w.tells_a_working_phone(n)
+                })
+            })
+        },
+    },
+    Dimension {
         name: "an important push still waiting for the push provider 10 min after it was queued",
         reached: |w| {
             w.down.is_some_and(|d| {
@@ -2560,15 +2584,16 @@ mod tests {
                 }),
                 "seed {seed}"
             );
-            // During an outage past the deadline, only news people act on.
+            // During an outage past the deadline, only news people act on,
+            // or no deploy.
             if let Some(d) = w.down.filter(|d| d.to - d.from > LONGEST_DOWN) {
-                assert!(
-                    w.news
-                        .iter()
-                        .filter(|n| (d.from..d.to).contains(&n.at))
-                        .all(|n| IMPORTANT.contains(&n.kind)),
-                    "seed {seed}"
-                );
+                let only_important = w
+                    .news
+                    .iter()
+                    .filter(|n| (d.from..d.to).contains(&n.at))
+                    .all(|n| IMPORTANT.contains(&n.kind));
+                let no_deploy = !w.deploys.iter().any(|t| (d.from..d.to).contains(t));
+                assert!(only_important || no_deploy, "seed {seed}");
             }
             // An important push that never gets through.
             assert!(
