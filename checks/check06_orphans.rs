@@ -1337,6 +1337,9 @@ impl Workload {
         // Seeds a generator with a scrambled seed: SplitMix's streams for
         // nearby seeds would otherwise run along the same numbers.
         let mut rng = Rng::new(Rng::new(seed ^ 0x0606_0606).next_u64());
+        // What widens the world past its first shape is drawn from a stream
+        // of its own, so that the rest is drawn as before.
+        let mut more = Rng::new(seed ^ 0x0606_5eed_0dea);
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
         let channels = ["email", "push"];
@@ -1388,6 +1391,13 @@ impl Workload {
                     (Some(_), _) | (None, 7) => Script::Rejected,
                     (None, 6) => Script::Dead,
                     (None, _) => Script::Unanswered,
+                };
+                // A row a lost dispatcher held may also be one whose every
+                // send fails: its lost attempt and its failed ones make four
+                // in all.
+                let script = match (lost, more.between(0, 2)) {
+                    (Some(_), 0) => Script::Dead,
+                    _ => script,
                 };
                 let at = if lost.is_none() && rng.between(0, 1) == 0 {
                     rng.between(0, 120) as i64 * SECOND
@@ -1516,6 +1526,24 @@ const DIMENSIONS: &[Dimension<Workload>] = &[
             w.entries
                 .iter()
                 .any(|e| e.lost.is_some() && e.script != Script::Healthy)
+        },
+    },
+    Dimension {
+        name: "a lost claim on a row whose every send fails: its attempts run out",
+        reached: |w| {
+            w.entries
+                .iter()
+                .any(|e| e.lost.is_some() && e.script == Script::Dead)
+        },
+    },
+    Dimension {
+        name: "a row that fails on a channel whose sends take simulated seconds",
+        reached: |w| {
+            w.entries.iter().any(|e| {
+                e.script != Script::Healthy
+                    && e.script != Script::Rejected
+                    && w.slow.iter().any(|(channel, _)| *channel == e.channel)
+            })
         },
     },
     Dimension {
