@@ -31,7 +31,8 @@ const WORLD_SCHEMA: &str = "
         html      TEXT,
         key       TEXT,
         outcome   TEXT NOT NULL,
-        at_ms     INTEGER NOT NULL
+        at_ms     INTEGER NOT NULL,
+        began_ms  INTEGER
     );
     CREATE INDEX IF NOT EXISTS deliveries_by_key ON deliveries (key, at_ms);
     CREATE TABLE IF NOT EXISTS clock (
@@ -216,8 +217,12 @@ pub struct Delivery {
     /// The idempotency key the caller gave, if any.
     pub key: Option<String>,
     pub outcome: Outcome,
-    /// Simulated time of the send, in milliseconds.
+    /// Simulated time of the send, in milliseconds: when its answer came.
     pub at_ms: i64,
+    /// Simulated time the send began, in milliseconds: `at_ms` less the
+    /// time a slow provider took over it.
+    #[serde(skip)]
+    pub began_ms: i64,
 }
 
 pub(crate) fn open(dir: &Path) -> Result<Connection> {
@@ -235,6 +240,9 @@ pub(crate) fn open(dir: &Path) -> Result<Connection> {
 pub struct Recorder {
     conn: Connection,
     process: u32,
+    /// When the send being recorded began, if a slow provider moved the
+    /// clock since: see [`Recorder::began`].
+    began: Option<i64>,
     op: Option<String>,
     subject: Option<String>,
 }
@@ -245,6 +253,7 @@ impl Recorder {
         Ok(Recorder {
             conn: open(dir)?,
             process,
+            began: None,
             op: None,
             subject: None,
         })
@@ -355,6 +364,12 @@ impl Recorder {
 
     /// Records one send attempt as [`Recorder::attempt`] does, with the
     /// HTML body an email carried besides its text.
+    /// Notes that the next send recorded began at simulated time `at`,
+    /// before the provider took its time over it.
+    pub fn began(&mut self, at: i64) {
+        self.began = Some(at);
+    }
+
     pub fn attempt_with_html(
         &mut self,
         channel: &str,
@@ -388,8 +403,9 @@ impl Recorder {
             (None, false) => Outcome::Delivered,
         };
         tx.prepare_cached(
-            "INSERT INTO deliveries (process, channel, recipient, body, html, key, outcome, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO deliveries
+                (process, channel, recipient, body, html, key, outcome, at_ms, began_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![
             self.process,
@@ -399,7 +415,8 @@ impl Recorder {
             html,
             key,
             outcome.name(),
-            now
+            now,
+            self.began.take().unwrap_or(now)
         ])?;
         tx.commit()
             .context("could not record a send in the world")?;

@@ -169,7 +169,9 @@ impl Provider {
 
         let mut rec = lock(&self.recorder);
         if self.script.sim_latency_ms > 0 {
+            let began = rec.now_ms()?;
             rec.advance(self.script.sim_latency_ms)?;
+            rec.began(began);
         }
         let op = rec.op().unwrap_or("start-up").to_string();
         let nth = {

@@ -752,18 +752,21 @@ fn clock(ms: i64) -> String {
 /// Retries that came sooner than their gap, per message (channel,
 /// recipient and text).
 fn early(gaps: &[i64], history: &History) -> Vec<String> {
-    let mut by_message: BTreeMap<(String, String, String), Vec<(i64, Outcome)>> = BTreeMap::new();
+    // Each attempt: when it began, when its answer came, and the answer. A
+    // gap runs from a failure's answer to the next attempt's beginning.
+    let mut by_message: BTreeMap<(String, String, String), Vec<(i64, i64, Outcome)>> =
+        BTreeMap::new();
     for d in &history.deliveries {
         by_message
             .entry((d.channel.clone(), d.recipient.clone(), d.body.clone()))
             .or_default()
-            .push((d.at_ms, d.outcome));
+            .push((d.began_ms, d.at_ms, d.outcome));
     }
     let mut lines = Vec::new();
     for ((channel, recipient, _), attempts) in by_message {
         let mut failures = 0;
         for pair in attempts.windows(2) {
-            let ((at, outcome), (next, _)) = (pair[0], pair[1]);
+            let ((_, at, outcome), (next, _, _)) = (pair[0], pair[1]);
             if outcome != Outcome::Failed {
                 break;
             }

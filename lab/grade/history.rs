@@ -28,7 +28,8 @@ impl History {
         let conn = open(dir)?;
         let deliveries = conn
             .prepare(
-                "SELECT process, channel, recipient, body, key, outcome, at_ms, html
+                "SELECT process, channel, recipient, body, key, outcome, at_ms, html,
+                        coalesce(began_ms, at_ms)
                  FROM deliveries ORDER BY id",
             )?
             .query_map([], |row| {
@@ -43,6 +44,7 @@ impl History {
                     key: row.get(4)?,
                     outcome,
                     at_ms: row.get(6)?,
+                    began_ms: row.get(8)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()
