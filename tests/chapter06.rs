@@ -268,3 +268,13 @@ fn verdicts_are_the_same_on_every_run() {
     common::assert_replays_the_same(&["6"]);
     common::assert_replays_the_same(&["6", "--variant", "sweep-skips-own"]);
 }
+
+#[test]
+fn a_retry_timed_from_the_start_of_a_slow_send_comes_early() {
+    // Only a world whose failing row is on a channel whose sends take
+    // simulated seconds shows it.
+    let (code, pattern, report) = check(&["--variant", "backoff-from-send-start"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS FAIL");
+    assert!(details(&report, 7).contains("came"), "{report}");
+}

@@ -352,3 +352,10 @@ fn a_deadline_in_two_commits_emails_twice_after_a_crash_between_them() {
         "{scenario}"
     );
 }
+
+#[test]
+fn a_deadline_that_supersedes_every_kind_leaves_a_comment_untold() {
+    let (code, pattern, _) = check(&["--variant", "deadline-fails-every-kind"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS");
+}
