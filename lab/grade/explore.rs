@@ -754,8 +754,8 @@ fn clock(ms: i64) -> String {
 fn early(gaps: &[i64], history: &History) -> Vec<String> {
     // Each attempt: when it began, when its answer came, and the answer. A
     // gap runs from a failure's answer to the next attempt's beginning.
-    let mut by_message: BTreeMap<(String, String, String), Vec<(i64, i64, Outcome)>> =
-        BTreeMap::new();
+    type Attempt = (i64, i64, Outcome);
+    let mut by_message: BTreeMap<(String, String, String), Vec<Attempt>> = BTreeMap::new();
     for d in &history.deliveries {
         by_message
             .entry((d.channel.clone(), d.recipient.clone(), d.body.clone()))
