@@ -171,7 +171,7 @@ fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
 #[test]
 fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
     let (_, pattern, report) = check(&["--variant", "sweep-resets-attempts"]);
-    assert_eq!(pattern, "FAIL PASS PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS");
     assert_eq!(
         report["verdicts"][EVENTUALLY]["evidence"],
         "8 dispatchers lost, still PROCESSING"
@@ -181,7 +181,7 @@ fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
 #[test]
 fn a_sweep_that_forgets_the_lost_attempt_loops_too() {
     let (_, pattern, _) = check(&["--variant", "sweep-forgets-attempt"]);
-    assert_eq!(pattern, "FAIL PASS PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS");
 }
 
 #[test]
@@ -235,10 +235,7 @@ fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
     let (_, pattern, report) = check(&["--variant", "fence-on-record-time"]);
     assert_eq!(&pattern[..19], "PASS PASS PASS FAIL", "{pattern}");
     assert!(scenario(&report, AGREES).contains("send takes"), "{report}");
-    assert!(
-        details(&report, AGREES).contains("told once, FAILED"),
-        "{report}"
-    );
+    assert!(details(&report, AGREES).contains("PROCESSING"), "{report}");
 }
 
 #[test]
