@@ -158,3 +158,29 @@ fn json_to_writes_the_verdicts_the_printed_report_shows() {
         stderr(&out)
     );
 }
+
+#[test]
+fn coverage_counts_the_worlds_that_reach_each_situation() {
+    let out = notify(&["check", "1", "--solution", "--coverage", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = report["coverage"].as_array().expect("a coverage array");
+    assert!(!rows.is_empty());
+    for row in rows {
+        assert!(row["worlds"].as_u64().unwrap() > 0, "{row}");
+    }
+    assert!(
+        rows.iter()
+            .any(|r| r["rule"] == "one person with two invites waiting for the same relay pass"),
+        "{report}"
+    );
+    // Without the flag, the report carries no coverage.
+    let plain = notify(&["check", "1", "--solution", "--json"]);
+    let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(plain.get("coverage").is_none());
+    let text = stdout(&notify(&["check", "1", "--solution", "--coverage"]));
+    assert!(
+        text.contains("coverage: generated worlds that reach each situation the rules turn on"),
+        "{text}"
+    );
+}
