@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::chapter::fingerprint;
+use crate::experiments::chart::clock;
 use crate::history::History;
 use crate::report::Verdict;
 use crate::rng::Rng;
@@ -742,11 +743,6 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
         }
     }
     lines
-}
-
-/// `m:ss` of simulated time.
-fn clock(ms: i64) -> String {
-    format!("{}:{:02}", ms / 60_000, ms / 1000 % 60)
 }
 
 /// Retries that came sooner than their gap, per message (channel,
