@@ -18,7 +18,8 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::explore::{
-    explore, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run,
+    explore, rules_of, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule,
+    Run,
 };
 
 use super::invite_world::{invite_dimensions, relayed_every, Invites, Shape};
@@ -447,17 +448,10 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// The explorer's properties, failed: the case did not finish the chapter's
 /// batch, so generated scenarios were not played.
 fn unexplored(explorer: &Generated, options: &CheckOptions, trouble: &str) -> Vec<Verdict> {
-    let invariants = explorer.invariants();
-    let rules = [
-        (Rule::Agrees, options.reference.is_some()),
-        (Rule::Survives, true),
-        (Rule::ToldOnce, invariants.told_once),
-        (Rule::Settled, invariants.settled),
-    ];
-    rules
-        .iter()
-        .filter(|(_, judged)| *judged)
-        .map(|(rule, _)| {
+    rules_of(explorer)
+        .into_iter()
+        .filter(|rule| *rule != Rule::Agrees || options.reference.is_some())
+        .map(|rule| {
             Verdict::fail(
                 rule.property(),
                 "the case did not finish".to_string(),
@@ -904,6 +898,7 @@ impl Explorer for Generated {
             crash_after_send: &[],
             requests: &["invite"],
             keep_answers: false,
+            lose_send: &[],
         }
     }
 

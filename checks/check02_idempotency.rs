@@ -19,8 +19,10 @@ use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::clock::DEFAULT_START;
 use lab::explore::{
-    explore, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule, Run,
+    explore, rules_of, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule,
+    Run,
 };
 
 use super::invite_world::{invite_dimensions, relayed_every, Invites, Shape};
@@ -53,7 +55,8 @@ const CRASH_LOST: &str = "a crash and restart lose no email";
 const TIMEOUT: &str = "a send that times out is delivered exactly once";
 
 /// One minute of simulated time, in ms.
-const MINUTE: i64 = 60 * 1000;
+const SECOND: i64 = 1000;
+const MINUTE: i64 = 60 * SECOND;
 /// How long the service is down after a crash.
 const DOWNTIME: i64 = 5 * MINUTE;
 /// When the relay runs once more: past the provider's 24-hour key window.
@@ -694,17 +697,10 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// The explorer's properties, failed: the case did not finish the chapter's
 /// batch, so generated scenarios were not played.
 fn unexplored(explorer: &Generated, options: &CheckOptions, trouble: &str) -> Vec<Verdict> {
-    let invariants = explorer.invariants();
-    let rules = [
-        (Rule::Agrees, options.reference.is_some()),
-        (Rule::Survives, true),
-        (Rule::ToldOnce, invariants.told_once),
-        (Rule::Settled, invariants.settled),
-    ];
-    rules
-        .iter()
-        .filter(|(_, judged)| *judged)
-        .map(|(rule, _)| {
+    rules_of(explorer)
+        .into_iter()
+        .filter(|rule| *rule != Rule::Agrees || options.reference.is_some())
+        .map(|rule| {
             Verdict::fail(
                 rule.property(),
                 "the case did not finish".to_string(),
@@ -1009,6 +1005,10 @@ struct Scenario {
     deploy_after: Option<usize>,
     /// Whether the relay runs once more the next day.
     next_day: bool,
+    /// When the scenario's clock starts, in UTC ms (the lab's default when
+    /// `None`): some worlds start a minute before midnight, so a retry may
+    /// come on another day than the send it repeats.
+    starts_at: Option<i64>,
 }
 
 impl Scenario {
@@ -1061,6 +1061,10 @@ impl Scenario {
         let deploy_after = (invites.len() > 1 && rng.between(0, 2) == 0)
             .then(|| rng.between(1, invites.len() as u64 - 1) as usize);
         let next_day = rng.between(0, 1) == 0;
+        // From a stream of its own, so the rest is drawn as before: a start
+        // a minute before midnight, so a retry may fall on the next day.
+        let starts_at = (Rng::new(seed ^ 0x0202_2359_0000).between(0, 2) == 0)
+            .then_some(DEFAULT_START + BEFORE_MIDNIGHT);
         Scenario {
             seed,
             workspaces,
@@ -1068,6 +1072,7 @@ impl Scenario {
             relay_every,
             deploy_after,
             next_day,
+            starts_at,
         }
     }
 
@@ -1116,6 +1121,9 @@ impl Scenario {
                 ..Plan::default()
             });
         }
+        for plan in &mut plans {
+            plan.starts_at = self.starts_at;
+        }
         let last = plans.last_mut().expect("a scenario has a process");
         last.steps.extend([advance(MINUTE), Step::new("relay")]);
         if self.next_day {
@@ -1141,7 +1149,25 @@ impl Scenario {
 }
 
 /// The situations the rules of this chapter's world turn on.
-const DIMENSIONS: &[Dimension<Scenario>] = &invite_dimensions::<Scenario>();
+/// The invite world's situations, and one of chapter 2's own.
+const DIMENSIONS: &[Dimension<Scenario>] = {
+    const SHARED: [Dimension<Scenario>; 6] = invite_dimensions::<Scenario>();
+    &[
+        SHARED[0],
+        SHARED[1],
+        SHARED[2],
+        SHARED[3],
+        SHARED[4],
+        SHARED[5],
+        Dimension {
+            name: "a relay a minute before midnight, so a retry may come on the next day",
+            reached: |s| s.starts_at.is_some(),
+        },
+    ]
+};
+
+/// 23:59:30 UTC, from the lab's default start at 18:00 UTC.
+const BEFORE_MIDNIGHT: i64 = 6 * 60 * MINUTE - 30 * SECOND;
 
 impl Invites for Scenario {
     fn shape(&self) -> Shape {
@@ -1176,6 +1202,7 @@ impl Explorer for Generated {
             crash_after_send: &["relay"],
             requests: &["invite"],
             keep_answers: false,
+            lose_send: &["relay"],
         }
     }
 
@@ -1190,6 +1217,7 @@ impl Explorer for Generated {
         Invariants {
             told_once: true,
             settled: true,
+            keyed: true,
             retry_gaps: &[],
             ..Invariants::default()
         }
@@ -1287,14 +1315,21 @@ fn describe_invites(scenario: &Scenario) -> String {
         when.push("the next day".to_string());
     }
     let last = when.pop().unwrap_or_default();
+    let runs = match when.is_empty() {
+        true => last,
+        false => format!("{} and {last}", when.join(", ")),
+    };
     let deploy = scenario
         .deploy_after
         .map(|d| format!("; a deploy after invite {d}"))
         .unwrap_or_default();
+    let midnight = match scenario.starts_at {
+        Some(_) => "; it starts at 23:59:30 UTC",
+        None => "",
+    };
     format!(
-        "{}; {}; the relay runs {} and {last}{deploy}",
+        "{}; {}; the relay runs {runs}{deploy}{midnight}",
         seats.join(", "),
         invited.join(", "),
-        when.join(", ")
     )
 }

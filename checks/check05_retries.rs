@@ -20,9 +20,10 @@ use serde::Serialize;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{
-    cut_down, explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
+    cut_down, explore, span, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row,
+    Run,
 };
-use lab::history::{read_outbox, History};
+use lab::history::{answer_kind, read_outbox, History, Queued};
 use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
@@ -31,7 +32,14 @@ use lab::serve::{Job, Schedule};
 use lab::world::Outcome;
 
 /// How the checks name an outbox row: its channel and recipient.
-const KEY: &str = "channel || ' ' || recipient";
+fn key(row: &Queued) -> String {
+    format!("{} {}", row.channel, row.recipient)
+}
+
+/// How the generated worlds name an outbox row, as [`Person::label`] does.
+fn label(row: &Queued) -> String {
+    format!("{} ({})", row.recipient, row.channel)
+}
 
 pub const CHAPTER: Chapter = Chapter {
     number: 5,
@@ -95,6 +103,18 @@ struct Person {
     at: i64,
     /// How the provider treats their messages.
     script: Script,
+    /// What a 429 gives way to once its run ends: the address works, or
+    /// fails with 503s for good, or is refused for good. Only generated
+    /// worlds end a run of 429s otherwise than working.
+    then: Then,
+}
+
+/// What comes after a run of 429s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+enum Then {
+    Works,
+    Dead,
+    Rejected,
 }
 
 impl Person {
@@ -133,6 +153,10 @@ struct Batch {
     end: i64,
     /// The fault, if any.
     fault: Option<Fault>,
+    /// The seconds a 429 asks the caller to wait.
+    retry_after_s: i64,
+    /// The simulated time every send takes, in ms.
+    latency_ms: i64,
 }
 
 const NAMES: [&str; 20] = [
@@ -155,6 +179,7 @@ fn person(name: &str, channel: &'static str, script: Script) -> Person {
         text: EVENTS[0].to_string(),
         at: 0,
         script,
+        then: Then::Works,
     }
 }
 
@@ -178,6 +203,8 @@ impl Batch {
             restart_at: None,
             end: END,
             fault: None,
+            retry_after_s: RETRY_AFTER_S,
+            latency_ms: 0,
         }
     }
 
@@ -224,6 +251,8 @@ impl Batch {
             restart_at: Some(rng.between(20, 240) as i64 * SECOND),
             end: END,
             fault: None,
+            retry_after_s: RETRY_AFTER_S,
+            latency_ms: 0,
         }
     }
 
@@ -247,6 +276,8 @@ impl Batch {
                 op: "dispatch".to_string(),
                 nth: 1,
             }),
+            retry_after_s: RETRY_AFTER_S,
+            latency_ms: 0,
         }
     }
 
@@ -295,13 +326,20 @@ impl Batch {
                 .collect(),
             rate_limited: people()
                 .filter_map(|p| match p.script {
-                    Script::RateLimited(n) => Some((p.recipient(), n, RETRY_AFTER_S)),
+                    Script::RateLimited(n) => Some((p.recipient(), n, self.retry_after_s)),
                     _ => None,
                 })
                 .collect(),
-            unreachable: recipients(Script::Dead),
+            unreachable: people()
+                .filter(|p| p.script == Script::Dead || p.then == Then::Dead)
+                .map(Person::recipient)
+                .collect(),
             unanswered: recipients(Script::Unanswered),
-            rejected: recipients(Script::Rejected),
+            rejected: people()
+                .filter(|p| p.script == Script::Rejected || p.then == Then::Rejected)
+                .map(Person::recipient)
+                .collect(),
+            sim_latency_ms: self.latency_ms,
             ..ProviderScript::default()
         }
     }
@@ -439,10 +477,14 @@ impl Played {
         self.rows.iter().find(|r| r.subject == key)
     }
 
+    /// How the contract places `p`'s message: a row deleted once its
+    /// message was delivered is SENT all the same.
     fn status(&self, p: &Person) -> String {
-        self.left(p)
-            .map(|l| l.status.clone())
-            .unwrap_or_else(|| "missing from the outbox".to_string())
+        match self.left(p) {
+            Some(l) => l.status.clone(),
+            None if self.sent(p) > 0 => "SENT".to_string(),
+            None => "missing from the outbox".to_string(),
+        }
     }
 
     fn last_error(&self, p: &Person) -> Option<String> {
@@ -492,7 +534,7 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
         }
     }
     let history = History::read(dir.path())?;
-    let (rows, unreadable) = match read_outbox(dir.path(), KEY) {
+    let (rows, unreadable) = match read_outbox(dir.path(), &history, key) {
         Ok(rows) => (rows, None),
         Err(err) => (Vec::new(), Some(format!("{err:#}"))),
     };
@@ -917,6 +959,14 @@ impl Batch {
         // rest of the world is drawn as before: up to five times, past the
         // four attempts a row has.
         let mut limits = Rng::new(seed ^ 0x0505_4290_0429);
+        // How long a 429 asks to wait, how long a send takes, and what a run
+        // of 429s gives way to, from streams of their own too: a Retry-After
+        // past the longest backoff, sends slow enough that a wake-up's
+        // clock is stale by the time an answer comes, and a dead letter
+        // whose last error is not its first.
+        let mut wide = Rng::new(seed ^ 0x0505_1a7e_0503);
+        let retry_after_s = *wide.pick(&[60, 60, 1, 120, 420]);
+        let latency_ms = *wide.pick(&[0, 0, 0, 1_500, 4_000, 20_000]);
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
         let count = rng.between(1, 12) as usize;
@@ -945,22 +995,42 @@ impl Batch {
                 } else {
                     0
                 };
+                let then = match script {
+                    Script::RateLimited(_) => {
+                        *wide.pick(&[Then::Works, Then::Dead, Then::Rejected])
+                    }
+                    _ => Then::Works,
+                };
                 Person {
                     text: format!("{} (#{i})", rng.pick(&EVENTS)),
                     at,
+                    then,
                     ..person(name, channel, script)
                 }
             })
             .collect();
         let last = people.iter().map(|p| p.at).max().unwrap_or(0);
+        let limited = people
+            .iter()
+            .filter_map(|p| match p.script {
+                Script::RateLimited(n) => Some(n as i64),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        // Every row's attempts, each as slow as a send is, and the longest
+        // run of 429s, each as long as it asks.
+        let slow = (people.len() * (ATTEMPTS + 1)) as i64 * latency_ms;
         let restart_at = (rng.between(0, 1) == 0).then(|| rng.between(1, 300) as i64 * SECOND);
         Batch {
             seed: Some(seed),
             people,
             restart_at,
             // Room for a dead address's four attempts after the last arrival.
-            end: last + 8 * MINUTE,
+            end: last + 8 * MINUTE + limited * retry_after_s * SECOND + slow,
             fault: None,
+            retry_after_s,
+            latency_ms,
         }
     }
 }
@@ -1000,6 +1070,21 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
                 |s| matches!(s, Script::RateLimited(n) if n as usize >= ATTEMPTS),
             )
         },
+    },
+    Dimension {
+        name: "a 429 whose Retry-After is longer than the longest backoff",
+        reached: |b| {
+            b.retry_after_s * SECOND > RETRY_GAPS[RETRY_GAPS.len() - 1]
+                && anyone(b, |s| matches!(s, Script::RateLimited(_)))
+        },
+    },
+    Dimension {
+        name: "a dead letter whose last error is not its first (429s, then 503s or a refusal)",
+        reached: |b| b.people.iter().any(|p| p.then != Then::Works),
+    },
+    Dimension {
+        name: "sends that take simulated time, so a wake-up's clock is stale by the answer",
+        reached: |b| b.latency_ms > 0 && anyone(b, |s| s != Script::Healthy),
     },
     Dimension {
         name: "a send whose answer never comes",
@@ -1048,34 +1133,41 @@ impl Explorer for Generated {
         Invariants {
             told_once: true,
             settled: true,
+            keyed: true,
             retry_gaps: &RETRY_GAPS,
             ..Invariants::default()
         }
     }
 
     fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
-        let rows = read_rows(run.dir)?;
+        let rows = read_outbox(run.dir, run.history, label)?;
         let fates = batch
             .people
             .iter()
             .map(|p| {
                 let recipient = p.recipient();
-                let timed: Vec<(i64, Outcome)> = run
+                // Each attempt: when it began, when its answer came, and the answer.
+                let timed: Vec<(i64, i64, Outcome)> = run
                     .history
                     .attempts(p.channel)
                     .filter(|d| d.recipient == recipient)
-                    .map(|d| (d.at_ms, d.outcome))
+                    .map(|d| (d.began_ms, d.at_ms, d.outcome))
                     .collect();
-                let attempts: Vec<Outcome> = timed.iter().map(|a| a.1).collect();
+                let attempts: Vec<Outcome> = timed.iter().map(|a| a.2).collect();
                 let told = attempts
                     .iter()
                     .filter(|o| **o == Outcome::Delivered)
                     .count() as u32;
-                let state = rows
-                    .iter()
-                    .find(|r| r.subject == p.label())
-                    .map(|r| r.status.clone())
-                    .unwrap_or_else(|| "not in the outbox".to_string());
+                let state = match rows.iter().find(|r| r.subject == p.label()) {
+                    // A dead letter keeps the provider's last word: which
+                    // kind of answer it was is part of its state.
+                    Some(r) if r.status == "FAILED" => {
+                        format!("FAILED ({})", answer_kind(r.error.as_deref()))
+                    }
+                    Some(r) => r.status.clone(),
+                    None if told > 0 => "SENT".to_string(),
+                    None => "not in the outbox".to_string(),
+                };
                 let answers: Vec<&str> = attempts
                     .iter()
                     .map(|o| match o {
@@ -1097,12 +1189,13 @@ impl Explorer for Generated {
                     let soon = timed
                         .windows(2)
                         .take(n as usize)
-                        .filter(|pair| pair[1].0 - pair[0].0 < RETRY_AFTER_S * SECOND)
+                        .filter(|pair| pair[1].0 - pair[0].1 < batch.retry_after_s * SECOND)
                         .count();
                     if soon > 0 {
                         detail.push_str(&format!(
-                            "; {soon} {} sooner than the 429's Retry-After: {RETRY_AFTER_S}",
-                            plural(soon, "retry")
+                            "; {soon} {} sooner than the 429's Retry-After: {}",
+                            plural(soon, "retry"),
+                            batch.retry_after_s
                         ));
                     }
                 }
@@ -1149,20 +1242,28 @@ impl Explorer for Generated {
                     Script::Dead => "always 503".to_string(),
                     Script::Unanswered => "never answers".to_string(),
                     Script::Rejected => "refused".to_string(),
-                    Script::RateLimited(n) => format!("429 {n}x"),
+                    Script::RateLimited(n) => match p.then {
+                        Then::Works => format!("429 {n}x"),
+                        Then::Dead => format!("429 {n}x, then always 503"),
+                        Then::Rejected => format!("429 {n}x, then refused"),
+                    },
                 };
                 format!("{} {script} at {}", p.label(), clock(p.at))
             })
             .collect();
+        let mut provider = Vec::new();
+        if batch.retry_after_s != RETRY_AFTER_S
+            && anyone(batch, |s| matches!(s, Script::RateLimited(_)))
+        {
+            provider.push(format!("; a 429 asks for {} s", batch.retry_after_s));
+        }
+        if batch.latency_ms > 0 {
+            provider.push(format!("; a send takes {}", span(batch.latency_ms)));
+        }
         let restart = batch
             .restart_at
             .map(|at| format!("; the dispatcher restarts at {}", clock(at)))
             .unwrap_or_default();
-        format!("{}{restart}", people.join(", "))
+        format!("{}{}{restart}", people.join(", "), provider.concat())
     }
-}
-
-/// The outbox as it was left, a row per channel and recipient.
-fn read_rows(dir: &Path) -> Result<Vec<Row>> {
-    read_outbox(dir, "recipient || ' (' || channel || ')'")
 }

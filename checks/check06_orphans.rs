@@ -43,16 +43,23 @@ use lab::explore::{
     cut_down, explore, span, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row,
     Run,
 };
-use lab::history::{read_outbox, History};
+use lab::history::{answer_kind, read_outbox, read_pairs, History, Queued};
 use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
-use lab::serve::{Job, Schedule};
+use lab::serve::{Job, Schedule, ADVANCE};
 use lab::world::{Delivery, Outcome, Recorder};
 
 /// How the checks name an outbox row: its channel and recipient.
-const KEY: &str = "channel || ' ' || recipient";
+fn key(row: &Queued) -> String {
+    format!("{} {}", row.channel, row.recipient)
+}
+
+/// How the generated worlds name an outbox row, as [`Person::label`] does.
+fn label(row: &Queued) -> String {
+    format!("{} ({})", row.recipient, row.channel)
+}
 
 pub const CHAPTER: Chapter = Chapter {
     number: 6,
@@ -104,6 +111,10 @@ const POISON_PROCESSES: u32 = 8;
 /// Process numbers of the racing scenarios.
 const FIRST: u32 = 1;
 const SECOND_RELAY: u32 = 2;
+/// The dispatcher that runs the next day, after a late finisher's race.
+const NEXT_DAY_RELAY: u32 = 3;
+/// A day and an hour: past the 24 hours a provider remembers a key.
+const NEXT_DAY: i64 = 25 * 60 * MINUTE;
 
 /// Someone a scenario tells something, on the channel they chose.
 #[derive(Clone, Debug)]
@@ -448,6 +459,9 @@ struct Played {
     exits: Vec<(u32, Exit)>,
     history: History,
     rows: Vec<Row>,
+    /// Each row's own `status` column, where the case keeps one: what the
+    /// story of `notify run 6` shows, never what a property judges.
+    marks: Vec<(String, String)>,
     unreadable: Option<String>,
     /// For the racing scenarios: whether the interleaving they need happened.
     arranged: bool,
@@ -485,6 +499,17 @@ impl Played {
             .attempts(p.channel)
             .filter(|d| d.recipient == recipient)
             .collect()
+    }
+
+    /// The row's own status column, for the story; the contract's word
+    /// when the case keeps none.
+    fn mark(&self, p: &Person) -> String {
+        let key = format!("{} {}", p.channel, p.recipient());
+        self.marks
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, status)| status.clone())
+            .unwrap_or_else(|| self.left(p).status)
     }
 
     fn left(&self, p: &Person) -> Row {
@@ -562,12 +587,18 @@ fn finish(
     arranged: impl Fn(&History) -> bool,
 ) -> Result<Played> {
     let history = History::read(dir)?;
-    let (rows, unreadable) = match read_outbox(dir, KEY) {
+    let (rows, unreadable) = match read_outbox(dir, &history, key) {
         Ok(rows) => (rows, None),
         Err(err) => (Vec::new(), Some(format!("{err:#}"))),
     };
+    let marks = read_pairs(
+        dir,
+        "SELECT channel || ' ' || recipient, status FROM outbox ORDER BY id",
+    )
+    .unwrap_or_default();
     Ok(Played {
         scenario: scenario.clone(),
+        marks,
         arranged: arranged(&history),
         exits,
         history,
@@ -737,6 +768,25 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
             .expect("the thread running dispatcher 1 does not panic");
         Ok(vec![(FIRST, first?), (SECOND_RELAY, second?)])
     })?;
+    let mut exits = exits;
+    if matches!(scenario.what, What::LateAfter | What::LateDuring) {
+        // The service runs again the next day, once the provider has
+        // forgotten the row's key: a row the late answer left owed, whatever
+        // its columns say, goes out again then.
+        let next_day = scenario.plan(
+            dir,
+            NEXT_DAY_RELAY,
+            vec![
+                Step {
+                    op: ADVANCE.to_string(),
+                    input: serde_json::json!(NEXT_DAY),
+                    subject: None,
+                },
+                schedule(scenario.span + NEXT_DAY + 10 * MINUTE),
+            ],
+        );
+        exits.push((NEXT_DAY_RELAY, case.start(&next_day)?));
+    }
     let what = scenario.what;
     let span = scenario.span;
     finish(scenario, dir, exits, move |history| {
@@ -815,7 +865,7 @@ fn run(case: &Case) -> Result<String> {
             "  {:<9}{:<18}{story:<width$}  {}\n",
             p.channel,
             p.recipient(),
-            played.left(p).status
+            played.mark(p)
         ));
     }
     let delivered = people
@@ -830,7 +880,7 @@ fn run(case: &Case) -> Result<String> {
     out.push_str(&format!("\ndelivered: {delivered} of {}\n", people.len()));
     let stuck = people
         .iter()
-        .filter(|p| played.left(p).status == "PROCESSING")
+        .filter(|p| played.mark(p) == "PROCESSING")
         .count();
     if stuck > 0 {
         out.push_str(&format!(
@@ -1604,13 +1654,14 @@ impl Explorer for Generated {
         Invariants {
             told_once: true,
             settled: true,
+            keyed: true,
             retry_gaps: &RETRY_GAPS,
             ..Invariants::default()
         }
     }
 
     fn observe(&self, workload: &Workload, run: &Run) -> Result<Observation> {
-        let rows = read_rows(run.dir)?;
+        let rows = read_outbox(run.dir, run.history, label)?;
         let fates = workload
             .entries
             .iter()
@@ -1626,11 +1677,13 @@ impl Explorer for Generated {
                     .iter()
                     .filter(|o| **o == Outcome::Delivered)
                     .count() as u32;
-                let state = rows
-                    .iter()
-                    .find(|r| r.subject == e.label())
-                    .map(|r| r.status.clone())
-                    .unwrap_or_else(|| "not in the outbox".to_string());
+                let state = match rows.iter().find(|r| r.subject == e.label()) {
+                    Some(r) if r.status == "FAILED" => {
+                        format!("FAILED ({})", answer_kind(r.error.as_deref()))
+                    }
+                    Some(r) => r.status.clone(),
+                    None => "not in the outbox".to_string(),
+                };
                 let answers: Vec<&str> = attempts
                     .iter()
                     .map(|o| match o {
@@ -1744,9 +1797,4 @@ impl Explorer for Generated {
             slow.concat()
         )
     }
-}
-
-/// The outbox as it was left, a row per channel and recipient.
-fn read_rows(dir: &Path) -> Result<Vec<Row>> {
-    read_outbox(dir, "recipient || ' (' || channel || ')'")
 }

@@ -16,8 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use rusqlite::Connection;
+use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
@@ -25,11 +24,11 @@ use lab::clock::{MINUTE, SECOND};
 use lab::explore::{
     cut_down, explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Run,
 };
-use lab::history::History;
+use lab::history::{read_ledger, History, Queued};
 use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::{Job, Schedule};
 use lab::world::{Delivery, Kind, Outcome};
 
@@ -533,22 +532,11 @@ fn span(ms: i64) -> String {
     }
 }
 
-/// One outbox row as the service's database holds it at the end.
-#[derive(Clone, Debug)]
-struct Row {
-    channel: String,
-    recipient: String,
-    body: String,
-    status: String,
-    /// The attempts the dispatcher counted against the row.
-    attempts: i64,
-}
-
 /// What one scenario left behind.
 struct Played {
     exit: Exit,
     history: History,
-    rows: Vec<Row>,
+    rows: Vec<Queued>,
 }
 
 impl Played {
@@ -573,35 +561,9 @@ impl Played {
     }
 
     /// The rows that ended FAILED.
-    fn dead_letters(&self) -> Vec<&Row> {
+    fn dead_letters(&self) -> Vec<&Queued> {
         self.rows.iter().filter(|r| r.status == "FAILED").collect()
     }
-}
-
-fn read_rows(dir: &Path) -> Result<Vec<Row>> {
-    let path = dir.join(APP_DB);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let conn = Connection::open(&path)
-        .with_context(|| format!("could not open the service's database {}", path.display()))?;
-    let sql = "SELECT channel, recipient, body, status, attempts FROM outbox ORDER BY id";
-    let mut stmt = conn
-        .prepare(sql)
-        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok(Row {
-                channel: row.get(0)?,
-                recipient: row.get(1)?,
-                body: row.get(2)?,
-                status: row.get(3)?,
-                attempts: row.get(4)?,
-            })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
-    Ok(rows)
 }
 
 /// Half an hour of simulated time costs a case process a fraction of a
@@ -614,7 +576,7 @@ fn play(case: &Case, scenario: &Scenario) -> Result<Played> {
     let case = case.patient(PATIENCE);
     let exit = case.start(&scenario.plan(dir.path()))?;
     let history = History::read(dir.path())?;
-    let rows = read_rows(dir.path())?;
+    let rows = read_ledger(dir.path(), &history)?;
     Ok(Played {
         exit,
         history,
@@ -704,7 +666,7 @@ fn run(case: &Case) -> Result<String> {
 }
 
 /// "ada@example.com  Sam commented on the picnic  tried at 0:00, 0:06, 0:36, 5:36"
-fn dead_letter(s: &Scenario, played: &Played, row: &Row) -> String {
+fn dead_letter(s: &Scenario, played: &Played, row: &Queued) -> String {
     let times: Vec<String> = played
         .history
         .attempts(&row.channel)
@@ -714,13 +676,8 @@ fn dead_letter(s: &Scenario, played: &Played, row: &Row) -> String {
             format!("{}{mark}", clock(d.at_ms))
         })
         .collect();
-    // An attempt counted without a send is one the row lost for nothing.
-    let counted = match row.attempts > times.len() as i64 {
-        true => format!("; {} attempts counted", row.attempts),
-        false => String::new(),
-    };
     format!(
-        "{:<18} {:<40} tried at {}{counted}",
+        "{:<18} {:<40} tried at {}",
         row.recipient,
         row.body,
         times.join(", ")
@@ -821,7 +778,7 @@ fn judge(
 
 fn not_dead(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
     // A row the provider refused for good is rightly dead-lettered.
-    let dead: Vec<&Row> = played
+    let dead: Vec<&Queued> = played
         .dead_letters()
         .into_iter()
         .filter(|r| !s.rejected.contains(&r.recipient))
@@ -1872,6 +1829,7 @@ impl Explorer for Generated {
         Invariants {
             told_once: true,
             settled: true,
+            keyed: true,
             // See the comment on `Generated`: the backoff is judged in
             // `observe`.
             retry_gaps: &[],
@@ -1909,7 +1867,7 @@ impl Explorer for Generated {
     /// lands in a trouble shows no such attempts, and one tried during a
     /// trouble only those before it.
     fn observe(&self, world: &World, run: &Run) -> Result<Observation> {
-        let rows = read_left(run.dir)?;
+        let rows = read_ledger(run.dir, run.history)?;
         let mut fates: BTreeMap<String, Fate> = world
             .told()
             .into_iter()
@@ -1927,8 +1885,10 @@ impl Explorer for Generated {
                     .count() as u32;
                 let state = rows
                     .iter()
-                    .find(|r| r.0 == p.channel && r.1 == recipient && r.2 == told.text)
-                    .map(|r| r.3.status.clone())
+                    .find(|r| {
+                        r.channel == p.channel && r.recipient == recipient && r.body == told.text
+                    })
+                    .map(|r| r.status.clone())
                     .unwrap_or_else(|| "not in the outbox".to_string());
                 // The attempts before the breaker has any say: none for a
                 // row that lands in a trouble, and those before the first
@@ -2000,10 +1960,10 @@ impl Explorer for Generated {
         }
         let rows = rows
             .into_iter()
-            .map(|(_, recipient, body, left)| lab::explore::Row {
-                subject: format!("{recipient}: {body}"),
-                status: left.status,
-                error: left.error,
+            .map(|q| lab::explore::Row {
+                subject: format!("{}: {}", q.recipient, q.body),
+                status: q.status,
+                error: q.error,
             })
             .collect();
         Ok(Observation { fates, rows })
@@ -2073,39 +2033,4 @@ impl Explorer for Generated {
         }
         parts.join("; ")
     }
-}
-
-/// One outbox row as it was left: its status and the error kept with it.
-struct Left {
-    status: String,
-    error: Option<String>,
-}
-
-/// The outbox as it was left: channel, recipient, body, and the rest.
-fn read_left(dir: &Path) -> Result<Vec<(String, String, String, Left)>> {
-    let path = dir.join(APP_DB);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let conn = Connection::open(&path)
-        .with_context(|| format!("could not open the service's database {}", path.display()))?;
-    let sql = "SELECT channel, recipient, body, status, last_error FROM outbox ORDER BY id";
-    let mut stmt = conn
-        .prepare(sql)
-        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                Left {
-                    status: row.get(3)?,
-                    error: row.get(4)?,
-                },
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
-    Ok(rows)
 }

@@ -26,8 +26,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use rusqlite::Connection;
+use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
@@ -35,11 +34,11 @@ use lab::clock::{MINUTE, SECOND};
 use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
-use lab::history::History;
+use lab::history::{read_ledger, History, Queued};
 use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, APP_DB};
+use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step};
 use lab::serve::{Job, Schedule, RUN};
 use lab::world::{Delivery, Event, Kind, Outcome, Recorder};
 
@@ -604,8 +603,8 @@ struct Played {
     fault: Option<Fault>,
     exits: Vec<Exit>,
     history: History,
-    /// (channel, recipient, body, status) of every outbox row at the end.
-    rows: Vec<(String, String, String, String)>,
+    /// Every outbox row at the end, as the contract places it.
+    rows: Vec<Queued>,
 }
 
 impl Played {
@@ -681,8 +680,10 @@ impl Played {
     fn push_status(&self, p: &Published) -> Option<&str> {
         self.rows
             .iter()
-            .find(|(c, r, b, _)| c == "push" && *r == p.person.device() && *b == p.notice.text)
-            .map(|(_, _, _, s)| s.as_str())
+            .find(|q| {
+                q.channel == "push" && q.recipient == p.person.device() && q.body == p.notice.text
+            })
+            .map(|q| q.status.as_str())
     }
 
     /// The push to `p` was dead-lettered: it never got through and its row
@@ -690,26 +691,6 @@ impl Played {
     fn dead_lettered(&self, p: &Published) -> bool {
         self.push_delivered_at(p).is_none() && self.push_status(p) == Some("FAILED")
     }
-}
-
-fn read_rows(dir: &Path) -> Result<Vec<(String, String, String, String)>> {
-    let path = dir.join(APP_DB);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let conn = Connection::open(&path)
-        .with_context(|| format!("could not open the service's database {}", path.display()))?;
-    let sql = "SELECT channel, recipient, body, status FROM outbox ORDER BY id";
-    let mut stmt = conn
-        .prepare(sql)
-        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
-    Ok(rows)
 }
 
 /// Plays a scenario; with a crash fault, restarts the case after the abort
@@ -739,7 +720,7 @@ fn play(case: &Case, s: &Scenario, fault: Option<Fault>) -> Result<Played> {
         exits.push(case.start(&s.plan(dir.path(), 2, None, rest))?);
     }
     let history = History::read(dir.path())?;
-    let rows = read_rows(dir.path())?;
+    let rows = read_ledger(dir.path(), &history)?;
     Ok(Played {
         fault,
         exits,
@@ -783,11 +764,12 @@ fn play_late(case: &Case, s: &Scenario) -> Result<Played> {
         Ok((late?, sweeper?))
     })?;
     exits.extend([late, sweeper]);
+    let history = History::read(dir)?;
     Ok(Played {
         fault: None,
         exits,
-        history: History::read(dir)?,
-        rows: read_rows(dir)?,
+        rows: read_ledger(dir, &history)?,
+        history,
     })
 }
 
@@ -2127,35 +2109,6 @@ fn stray(channel: &str, recipient: &str, body: &str) -> String {
     format!("{a} {channel} to {recipient}: {body:?}")
 }
 
-/// One outbox row: (channel, recipient, body, status, last_error).
-type OutboxRow = (String, String, String, String, Option<String>);
-
-fn read_outbox_rows(dir: &Path) -> Result<Vec<OutboxRow>> {
-    let path = dir.join(APP_DB);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let conn = Connection::open(&path)
-        .with_context(|| format!("could not open the service's database {}", path.display()))?;
-    let sql = "SELECT channel, recipient, body, status, last_error FROM outbox ORDER BY id";
-    let mut stmt = conn
-        .prepare(sql)
-        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
-    Ok(rows)
-}
-
 /// How many attempts of one message a fate spells out.
 const SPELLED: usize = 12;
 
@@ -2201,13 +2154,14 @@ impl Explorer for Generated {
         Invariants {
             told_once: true,
             settled: true,
+            keyed: true,
             retry_gaps: &[],
             ..Invariants::default()
         }
     }
 
     fn observe(&self, world: &World, run: &Run) -> Result<Observation> {
-        let outbox = read_outbox_rows(run.dir)?;
+        let outbox = read_ledger(run.dir, run.history)?;
         // (channel, recipient, body) -> subject, for every message the rules speak of.
         let mut known: Vec<((String, String, String), String)> = Vec::new();
         for n in world.notices() {
@@ -2241,8 +2195,8 @@ impl Explorer for Generated {
         };
         let mut keys: Vec<(String, String, String)> =
             known.iter().map(|(k, _)| k.clone()).collect();
-        for (c, r, b, _, _) in &outbox {
-            keys.push((c.clone(), r.clone(), b.clone()));
+        for q in &outbox {
+            keys.push((q.channel.clone(), q.recipient.clone(), q.body.clone()));
         }
         for d in &run.history.deliveries {
             keys.push((d.channel.clone(), d.recipient.clone(), d.body.clone()));
@@ -2264,8 +2218,8 @@ impl Explorer for Generated {
                 .count() as u32;
             let statuses: Vec<&str> = outbox
                 .iter()
-                .filter(|(c, r, b, _, _)| *c == channel && *r == recipient && *b == body)
-                .map(|(_, _, _, s, _)| s.as_str())
+                .filter(|q| q.channel == channel && q.recipient == recipient && q.body == body)
+                .map(|q| q.status.as_str())
                 .collect();
             let state = match statuses.as_slice() {
                 [] => "not in the outbox".to_string(),
@@ -2310,10 +2264,10 @@ impl Explorer for Generated {
         }
         let rows = outbox
             .iter()
-            .map(|(c, r, b, status, error)| Row {
-                subject: subject_of(c, r, b),
-                status: status.clone(),
-                error: error.clone(),
+            .map(|q| Row {
+                subject: subject_of(&q.channel, &q.recipient, &q.body),
+                status: q.status.clone(),
+                error: q.error.clone(),
             })
             .collect();
         Ok(Observation { fates, rows })

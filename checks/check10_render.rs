@@ -22,7 +22,7 @@ use lab::clock::{MINUTE, SECOND};
 use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
-use lab::history::History;
+use lab::history::{History, WAITING};
 use lab::provider::PUSH_PAYLOAD_LIMIT;
 use lab::report::{judge, Finding};
 use lab::rng::Rng;
@@ -516,8 +516,11 @@ struct OutboxRow {
     error: String,
 }
 
-/// The outbox as it was left, each row with its notification's title.
-fn read_outbox(dir: &Path) -> Result<Vec<OutboxRow>> {
+/// The outbox as it was left, each row with its notification's title, and
+/// placed by the contract rather than the case's bookkeeping: a `FAILED`
+/// row is a dead letter, any other is `SENT` when the provider delivered
+/// its comment on its channel, and waiting when it did not.
+fn read_outbox(dir: &Path, batch: &Batch, history: &History) -> Result<Vec<OutboxRow>> {
     let path = dir.join(APP_DB);
     if !path.exists() {
         return Ok(Vec::new());
@@ -543,7 +546,22 @@ fn read_outbox(dir: &Path) -> Result<Vec<OutboxRow>> {
         })?
         .collect::<rusqlite::Result<Vec<_>>>()
         .context("could not read the outbox")?;
-    Ok(rows)
+    Ok(rows
+        .into_iter()
+        .map(|mut r: OutboxRow| {
+            if r.status != "FAILED" {
+                let delivered = batch.comments.iter().any(|c| {
+                    c.title == r.title
+                        && batch.person(&c.person).recipient(&r.channel) == r.recipient
+                        && offered(batch, history, c, &r.channel)
+                            .iter()
+                            .any(|d| d.outcome == Outcome::Delivered)
+                });
+                r.status = if delivered { "SENT" } else { WAITING }.to_string();
+            }
+            r
+        })
+        .collect())
 }
 
 /// What one scenario left behind.
@@ -633,7 +651,7 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
         }
     }
     let history = History::read(dir.path())?;
-    let (rows, unreadable) = match read_outbox(dir.path()) {
+    let (rows, unreadable) = match read_outbox(dir.path(), batch, &history) {
         Ok(rows) => (rows, None),
         Err(err) => (
             Vec::new(),
@@ -1243,13 +1261,14 @@ impl Explorer for Generated {
         Invariants {
             told_once: true,
             settled: true,
+            keyed: true,
             retry_gaps: &RETRY_GAPS,
             ..Invariants::default()
         }
     }
 
     fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
-        let outbox = read_outbox(run.dir)?;
+        let outbox = read_outbox(run.dir, batch, run.history)?;
         let mut fates = BTreeMap::new();
         for c in &batch.comments {
             for channel in CHANNELS {

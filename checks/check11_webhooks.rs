@@ -1399,6 +1399,7 @@ impl Explorer for Generated {
             crash_after_send: &[],
             requests: &[],
             keep_answers: false,
+            lose_send: &[],
         }
     }
 
@@ -1406,6 +1407,7 @@ impl Explorer for Generated {
         Invariants {
             told_once: true,
             settled: true,
+            keyed: true,
             retry_gaps: &RETRY_GAPS,
             ..Invariants::default()
         }

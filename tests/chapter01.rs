@@ -122,7 +122,7 @@ fn the_shipped_case_disagrees_with_the_reference_on_a_generated_scenario() {
     );
     assert_eq!(
         v[SETTLED]["property"],
-        "once idle, every row is SENT, or FAILED with its error"
+        "once idle, every message is delivered, or a dead letter with its error"
     );
 }
 
@@ -226,7 +226,7 @@ fn one_email_per_person_never_tells_a_second_workspace() {
 fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
     let (code, report) = common::checked_json(&["1", "--variant", "relay-marks-first"]);
     assert_eq!(code, 1);
-    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS PASS");
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS FAIL");
     let survives = &report["verdicts"][SURVIVES];
     let scenario = survives["scenario"].as_str().unwrap();
     assert!(scenario.contains("crash after relay commit"), "{scenario}");

@@ -25,7 +25,7 @@ use crate::report::Verdict;
 use crate::rng::Rng;
 use crate::runner::{in_parallel, scenario_dir, Case, Exit};
 use crate::scenario::{Fault, Plan, Step};
-use crate::serve::RUN;
+use crate::serve::{ADVANCE, RUN};
 use crate::world::{Delivery, Event, Kind, Outcome, Recorder};
 
 /// How much a check explores.
@@ -100,6 +100,13 @@ pub struct FaultModel {
     /// operation) takes this failure out with them. Off by default: every
     /// commit of a `fail_commit` operation may fail.
     pub keep_answers: bool,
+    /// Operations whose sends may go astray without a crash: the provider
+    /// takes one and its answer never comes back, or the request never
+    /// reaches the provider; either way the caller sees a timeout. After
+    /// such a play, as after a failing commit, the service runs once more,
+    /// as at start-up, as it would later in production: what the fault left
+    /// owed must go out then, once.
+    pub lose_send: &'static [&'static str],
 }
 
 impl FaultModel {
@@ -114,6 +121,7 @@ impl FaultModel {
         crash_after_send: &["dispatch"],
         requests: &["publish"],
         keep_answers: false,
+        lose_send: &[],
     };
 
     /// A dispatcher without chapter 6's sweep (chapters 5, 9 and 10): a row
@@ -126,6 +134,7 @@ impl FaultModel {
         crash_after_send: &[],
         requests: &["publish"],
         keep_answers: false,
+        lose_send: &[],
     };
 }
 
@@ -134,8 +143,8 @@ impl FaultModel {
 pub struct Invariants {
     /// Nobody gets the same message twice.
     pub told_once: bool,
-    /// Once the service is idle, no row is PROCESSING, and every row is SENT
-    /// or FAILED with the error that killed it.
+    /// Once the service is idle, every queued message was delivered (the
+    /// world saw it) or is a dead letter with the error that killed it.
     pub settled: bool,
     /// After the n-th failed attempt of a message, the next one waits at
     /// least `retry_gaps[n - 1]` ms (chapter 5's backoff).
@@ -151,6 +160,10 @@ pub struct Invariants {
     /// takes back only a claim this old; 0: not judged). For worlds whose
     /// sends take no simulated time, where a row is claimed at its send.
     pub orphaned_after: i64,
+    /// Every send carries an idempotency key, and one message (a channel,
+    /// a recipient, a text) never reaches the provider under two keys:
+    /// chapter 2's rule, which every later chapter keeps.
+    pub keyed: bool,
 }
 
 /// What happened to one subject (a person, a row), in the rules' words.
@@ -184,7 +197,8 @@ impl Fate {
 pub struct Row {
     /// Who or what it is about, as in the report.
     pub subject: String,
-    /// PENDING, PROCESSING, SENT, FAILED...
+    /// `SENT` (the world saw it delivered), `FAILED` (a dead letter), or
+    /// [`crate::history::WAITING`]: by the contract, not the case's columns.
     pub status: String,
     /// The error kept with it, if any.
     pub error: Option<String>,
@@ -292,6 +306,15 @@ pub struct Dimension<S> {
     pub reached: fn(&S) -> bool,
 }
 
+// By hand: a derive would ask the scenario to be `Copy` too.
+impl<S> Clone for Dimension<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Dimension<S> {}
+
 /// How far past its first seeds the quick budget looks for a world that
 /// reaches an edge none of them reaches.
 pub const SEARCHED_SEEDS: u64 = 2_000;
@@ -369,6 +392,8 @@ pub enum Rule {
     SweptLate,
     /// A provider that answers is not held back by a breaker.
     ClosesOnAnswer,
+    /// Every send has its message's key, one key per message.
+    Keyed,
 }
 
 impl Rule {
@@ -380,7 +405,9 @@ impl Rule {
                 "a crash or a failing commit anywhere loses nothing and sends nothing twice"
             }
             Rule::ToldOnce => "nobody gets the same message twice",
-            Rule::Settled => "once idle, every row is SENT, or FAILED with its error",
+            Rule::Settled => {
+                "once idle, every message is delivered, or a dead letter with its error"
+            }
             Rule::NotEarly => "generated scenarios: no retry comes before its backoff (chapter 5)",
             Rule::SweptLate => {
                 "a crash's orphan goes out again only once its claim is old (chapter 6's sweep)"
@@ -388,6 +415,7 @@ impl Rule {
             Rule::ClosesOnAnswer => {
                 "once a provider answers, its breaker lets the waiting rows through (chapter 7)"
             }
+            Rule::Keyed => "every send carries its message's key, and only that one (chapter 2)",
         }
     }
 }
@@ -408,6 +436,13 @@ impl Injected {
         matches!(
             self.fault,
             Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. }
+        )
+    }
+
+    fn is_lost_send(&self) -> bool {
+        matches!(
+            self.fault,
+            Fault::TimeoutAfterSend { .. } | Fault::TimeoutBeforeSend { .. }
         )
     }
 }
@@ -457,6 +492,7 @@ fn play<E: Explorer>(
     let plans = explorer.plans(scenario, dir.path());
     let mut exits = Vec::new();
     let mut number = 1;
+    let mut last: Option<Plan> = None;
     for mut plan in plans {
         let original = plan.process;
         plan.process = number;
@@ -465,6 +501,7 @@ fn play<E: Explorer>(
             .filter(|f| f.process == original)
             .map(|f| f.fault.clone());
         let exit = case.start(&plan)?;
+        last = Some(plan.clone());
         let crashed = exit == Exit::Aborted && fault.is_some_and(Injected::is_crash);
         let done = exit == Exit::Finished;
         exits.push(exit);
@@ -479,6 +516,29 @@ fn play<E: Explorer>(
             }
         } else if !done {
             break;
+        }
+    }
+    // A failing commit or a lost send leaves the service running: what it
+    // left owed must go out on the service's next pass, so there is one, as
+    // there would be later in production (a crash's restart runs one anyway).
+    let finished = exits.iter().all(|e| *e == Exit::Finished);
+    let survived = fault.is_some_and(|f| !f.is_crash());
+    if finished && survived && !explorer.startup().is_empty() {
+        if let Some(last) = last {
+            let mut steps = vec![Step {
+                op: ADVANCE.to_string(),
+                input: serde_json::json!(later_by(fault)),
+                subject: None,
+            }];
+            steps.extend(explorer.startup());
+            let later = Plan {
+                process: number,
+                fixture: Vec::new(),
+                steps,
+                fault: None,
+                ..last
+            };
+            exits.push(case.start(&later)?);
         }
     }
     let history = History::read(dir.path())?;
@@ -499,6 +559,20 @@ fn play<E: Explorer>(
         exits,
         unreadable,
     })
+}
+
+/// How long after a fault the service runs again, in simulated ms. After a
+/// request lost on its way, a day and an hour: nothing reached the provider,
+/// so nothing the service sends then may be a repeat, even once the
+/// provider has forgotten the day's keys. After anything else (an answer
+/// lost, a commit failed, which may leave a delivered message unmarked), 6
+/// hours, across midnight but well inside a key's 24 hours.
+fn later_by(fault: Option<&Injected>) -> i64 {
+    const HOUR: i64 = 60 * 60 * 1000;
+    match fault.map(|f| &f.fault) {
+        Some(Fault::TimeoutBeforeSend { .. }) => 25 * HOUR,
+        _ => 6 * HOUR,
+    }
 }
 
 /// The plan of the process that starts after `crashed` aborted: what the
@@ -584,6 +658,27 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
                     && !event.text.contains("rejected for good");
                 if delivered {
                     unrecorded.insert((event.process, op.to_string()));
+                }
+                if delivered && model.lose_send.contains(&op) {
+                    let lost = [
+                        Fault::TimeoutAfterSend {
+                            op: op.to_string(),
+                            nth: *n,
+                        },
+                        Fault::TimeoutBeforeSend {
+                            op: op.to_string(),
+                            nth: *n,
+                        },
+                    ];
+                    for (fault, kind) in lost.into_iter().zip(["answer", "request"]) {
+                        points.push(Point {
+                            injected: Injected {
+                                process: event.process,
+                                fault,
+                            },
+                            kind: format!("lost {kind} of a delivered {op} send"),
+                        });
+                    }
                 }
                 if delivered && model.crash_after_send.contains(&op) {
                     points.push(Point {
@@ -676,6 +771,10 @@ fn invariants(rules: Invariants, played: &Played, published: &[Published]) -> Ve
                 ("SENT", _) => None,
                 ("FAILED", Some(e)) if !e.trim().is_empty() => None,
                 ("FAILED", _) => Some(format!("{} is FAILED with no error kept", row.subject)),
+                (crate::history::WAITING, _) => Some(format!(
+                    "{} was neither delivered nor dead-lettered once the service was idle",
+                    row.subject
+                )),
                 (status, _) => Some(format!(
                     "{} is still {status} once the service is idle",
                     row.subject
@@ -685,6 +784,15 @@ fn invariants(rules: Invariants, played: &Played, published: &[Published]) -> Ve
         if !lines.is_empty() {
             found.push(Breach {
                 rule: Rule::Settled,
+                lines,
+            });
+        }
+    }
+    if rules.keyed {
+        let lines = unkeyed(&played.history);
+        if !lines.is_empty() {
+            found.push(Breach {
+                rule: Rule::Keyed,
                 lines,
             });
         }
@@ -699,6 +807,70 @@ fn invariants(rules: Invariants, played: &Played, published: &[Published]) -> Ve
         }
     }
     found
+}
+
+/// Sends without a key, messages that went to the provider under more
+/// than one, and keys given to more than one message: chapter 2's key is
+/// the row's, so every attempt at one message carries the same one, a
+/// repeat the provider must drop carries it too, and no other message
+/// carries it (the provider would drop that one). One line per message or
+/// key, the first few only.
+fn unkeyed(history: &History) -> Vec<String> {
+    // A message: its channel, its recipient, its text.
+    type Message<'a> = (&'a str, &'a str, &'a str);
+    let mut keys: BTreeMap<Message, Vec<&str>> = BTreeMap::new();
+    // Per channel: each provider keeps its own keys.
+    let mut messages: BTreeMap<(&str, &str), Vec<Message>> = BTreeMap::new();
+    let mut bare: Vec<String> = Vec::new();
+    for d in &history.deliveries {
+        let message = (d.channel.as_str(), d.recipient.as_str(), d.body.as_str());
+        match d.key.as_deref().filter(|k| !k.is_empty()) {
+            None => {
+                let line = format!(
+                    "a {} to {} went with no key: {:?}",
+                    d.channel, d.recipient, d.body
+                );
+                if !bare.contains(&line) {
+                    bare.push(line);
+                }
+            }
+            Some(key) => {
+                let seen = keys.entry(message).or_default();
+                if !seen.contains(&key) {
+                    seen.push(key);
+                }
+                let named = messages.entry((message.0, key)).or_default();
+                if !named.contains(&message) {
+                    named.push(message);
+                }
+            }
+        }
+    }
+    let twice = keys
+        .iter()
+        .filter(|(_, k)| k.len() > 1)
+        .map(|((channel, to, body), k)| {
+            format!(
+                "one {channel} to {to} went under {} keys: {body:?}",
+                k.len()
+            )
+        });
+    let shared = messages.iter().filter(|(_, m)| m.len() > 1).map(|(_, m)| {
+        let said: Vec<String> = m
+            .iter()
+            .map(|(channel, to, body)| format!("a {channel} to {to}: {body:?}"))
+            .collect();
+        format!(
+            "one key went with {} messages: {}",
+            m.len(),
+            said.join("; ")
+        )
+    });
+    bare.into_iter()
+        .chain(twice)
+        .chain(shared)
+        .take(4)
+        .collect()
 }
 
 /// A channel that stayed silent for longer than `within` after its
@@ -1000,6 +1172,8 @@ struct Coverage {
     scenarios: usize,
     crashes: usize,
     failing: usize,
+    /// Sends whose answer or request was lost.
+    lost: usize,
     processes: usize,
     /// The fault points the scenarios had, played or not.
     points: usize,
@@ -1109,6 +1283,8 @@ fn judge_one<E: Explorer>(
         let faulted = play(explorer, case, scenario, Some(&fault))?;
         if fault.is_crash() {
             coverage.crashes += 1;
+        } else if fault.is_lost_send() {
+            coverage.lost += 1;
         } else {
             coverage.failing += 1;
         }
@@ -1228,17 +1404,22 @@ pub fn explore<E: Explorer>(
         coverage.scenarios += c.scenarios;
         coverage.crashes += c.crashes;
         coverage.failing += c.failing;
+        coverage.lost += c.lost;
         coverage.processes += c.processes;
         coverage.points += c.points;
     }
     let rules = rules_of(explorer);
     // Every fault point, or a sample of them chosen by the seeds: say which.
-    let sampled = match coverage.crashes + coverage.failing {
+    let sampled = match coverage.crashes + coverage.failing + coverage.lost {
         played if played < coverage.points => format!(", sampled from {}", coverage.points),
         _ => String::new(),
     };
+    let lost = match coverage.lost {
+        0 => String::new(),
+        n => format!(", {}", counted(n, "lost send")),
+    };
     let evidence = format!(
-        "{} scenarios, {} crash points, {} failing commits{sampled}",
+        "{} scenarios, {} crash points, {} failing commits{lost}{sampled}",
         coverage.scenarios, coverage.crashes, coverage.failing
     );
     let mut verdicts = Vec::new();
@@ -1266,7 +1447,7 @@ pub fn explore<E: Explorer>(
             };
             let mut verdict = Verdict::pass(rule.property(), evidence);
             verdict.explored = Some(format!(
-                "{}, under {} and {}",
+                "{}, under {} and {}{lost}",
                 counted(coverage.scenarios, "generated scenario"),
                 counted(coverage.crashes, "crash point"),
                 counted(coverage.failing, "failing commit")
@@ -1311,7 +1492,9 @@ fn counted(n: usize, thing: &str) -> String {
     }
 }
 
-fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
+/// The properties exploring judges for `explorer`, in the order they are
+/// reported.
+pub fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     let invariants = explorer.invariants();
     let mut rules = vec![Rule::Agrees, Rule::Survives];
     if invariants.told_once {
@@ -1328,6 +1511,9 @@ fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     }
     if invariants.closes_on_answer > 0 {
         rules.push(Rule::ClosesOnAnswer);
+    }
+    if invariants.keyed {
+        rules.push(Rule::Keyed);
     }
     rules
 }

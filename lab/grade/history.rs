@@ -156,28 +156,178 @@ pub fn read_pairs(dir: &Path, sql: &str) -> Result<Vec<(String, String)>> {
     Ok(rows)
 }
 
-/// The service's outbox as it was left, in the order of its ids: each row
-/// named by `subject` (an SQL expression over the outbox's columns, e.g.
-/// `recipient || ' (' || channel || ')'`), with its status and the error it
-/// keeps. A scenario that never opened its database left no rows.
-pub fn read_outbox(dir: &Path, subject: &str) -> Result<Vec<Row>> {
+/// The service's outbox as it was left, in the order of its ids, each row
+/// judged by the contract of chapter 5, not by the case's own bookkeeping:
+///
+/// - a dead letter, what an operator reads, is `FAILED` with its error (see
+///   [`read_dead_letters`]);
+/// - any other row is `SENT` when the provider delivered its message (its
+///   channel, recipient and body) and [`WAITING`] when it did not, whatever
+///   status, lease, claim or cursor the case keeps.
+///
+/// Dead letters kept apart from the outbox come last. A scenario that
+/// never opened its database left no rows.
+pub fn read_ledger(dir: &Path, history: &History) -> Result<Vec<Queued>> {
     let path = dir.join(crate::scenario::APP_DB);
     if !path.exists() {
         return Ok(Vec::new());
     }
     let conn = Connection::open(&path)
         .with_context(|| format!("could not open the service's database {}", path.display()))?;
-    let sql = format!("SELECT {subject}, status, last_error FROM outbox ORDER BY id");
+    let sql = "SELECT channel, recipient, body FROM outbox ORDER BY id";
     let mut stmt = conn
-        .prepare(&sql)
+        .prepare(sql)
+        .with_context(|| format!("the service's database does not answer `{sql}`"))?;
+    let queued = stmt
+        .query_map([], |row| {
+            Ok(Message {
+                channel: row.get(0)?,
+                recipient: row.get(1)?,
+                body: row.get(2)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .with_context(|| format!("could not read `{sql}` from the service's database"))?;
+    let mut dead = read_dead_letters(&conn)?;
+    let mut delivered: Vec<Message> = history
+        .deliveries
+        .iter()
+        .filter(|d| d.outcome == Outcome::Delivered)
+        .map(|d| Message {
+            channel: d.channel.clone(),
+            recipient: d.recipient.clone(),
+            body: d.body.clone(),
+        })
+        .collect();
+    let mut ledger: Vec<Queued> = queued
+        .into_iter()
+        .map(|message| {
+            let (status, error) = if let Some(i) = dead.iter().position(|d| d.0 == message) {
+                ("FAILED", dead.remove(i).1)
+            } else if let Some(i) = delivered.iter().position(|d| *d == message) {
+                delivered.remove(i);
+                ("SENT", None)
+            } else {
+                (WAITING, None)
+            };
+            Queued {
+                channel: message.channel,
+                recipient: message.recipient,
+                body: message.body,
+                status: status.to_string(),
+                error,
+            }
+        })
+        .collect();
+    // A dead letter the case keeps apart from the outbox (moved to a table
+    // of its own) is a row of the ledger all the same.
+    ledger.extend(dead.into_iter().map(|(message, error)| Queued {
+        channel: message.channel,
+        recipient: message.recipient,
+        body: message.body,
+        status: "FAILED".to_string(),
+        error,
+    }));
+    Ok(ledger)
+}
+
+/// [`read_ledger`], each row named by `subject` for the shared invariants.
+pub fn read_outbox(
+    dir: &Path,
+    history: &History,
+    subject: impl Fn(&Queued) -> String,
+) -> Result<Vec<Row>> {
+    Ok(read_ledger(dir, history)?
+        .into_iter()
+        .map(|q| Row {
+            subject: subject(&q),
+            status: q.status,
+            error: q.error,
+        })
+        .collect())
+}
+
+/// One row of the outbox, as the contract places it.
+#[derive(Clone, Debug)]
+pub struct Queued {
+    pub channel: String,
+    pub recipient: String,
+    pub body: String,
+    /// `SENT`, `FAILED` (a dead letter) or [`WAITING`].
+    pub status: String,
+    /// A dead letter's error.
+    pub error: Option<String>,
+}
+
+/// Which answer a dead letter's error keeps, in the provider's own words:
+/// "503", "429", "refused", "no answer", "dispatcher lost" (chapter 6's
+/// sweep), "another error" or "no error kept". A dead letter must keep the
+/// last word it got, so which one it keeps is part of how a message ended.
+pub fn answer_kind(error: Option<&str>) -> &'static str {
+    let Some(error) = error else {
+        return "no error kept";
+    };
+    let error = error.to_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| error.contains(w));
+    if has(&["dispatcher"]) {
+        "dispatcher lost"
+    } else if has(&["429"]) {
+        "429"
+    } else if has(&["rejected for good", "422"]) {
+        "refused"
+    } else if has(&["no answer", "timed out", "timeout"]) {
+        "no answer"
+    } else if has(&["503", "unavailable"]) {
+        "503"
+    } else {
+        "another error"
+    }
+}
+
+/// How a row the contract cannot place is called: neither delivered nor
+/// a dead letter.
+pub const WAITING: &str = "waiting";
+
+/// One message as the provider and an operator see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Message {
+    channel: String,
+    recipient: String,
+    body: String,
+}
+
+/// The dead letters an operator reads, with the error kept with each: the
+/// view `dead_letters (channel, recipient, body, error)` when the case
+/// declares one (a design that keeps its progress elsewhere says there
+/// where its dead letters are), else the outbox's `FAILED` rows with their
+/// `last_error`, as the shipped cases keep them.
+fn read_dead_letters(conn: &Connection) -> Result<Vec<(Message, Option<String>)>> {
+    let declared: bool = conn
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE name = 'dead_letters'",
+            [],
+            |row| row.get(0),
+        )
+        .context("could not read the service's schema")?;
+    let sql = if declared {
+        "SELECT channel, recipient, body, error FROM dead_letters"
+    } else {
+        "SELECT channel, recipient, body, last_error FROM outbox WHERE status = 'FAILED' ORDER BY id"
+    };
+    let mut stmt = conn
+        .prepare(sql)
         .with_context(|| format!("the service's database does not answer `{sql}`"))?;
     let rows = stmt
         .query_map([], |row| {
-            Ok(Row {
-                subject: row.get(0)?,
-                status: row.get(1)?,
-                error: row.get::<_, Option<String>>(2)?.filter(|e| !e.is_empty()),
-            })
+            Ok((
+                Message {
+                    channel: row.get(0)?,
+                    recipient: row.get(1)?,
+                    body: row.get(2)?,
+                },
+                row.get::<_, Option<String>>(3)?
+                    .filter(|e| !e.trim().is_empty()),
+            ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()
         .with_context(|| format!("could not read `{sql}` from the service's database"))?;
