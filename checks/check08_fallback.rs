@@ -2222,6 +2222,8 @@ impl Explorer for Generated {
                 .map(|q| q.status.as_str())
                 .collect();
             let state = match statuses.as_slice() {
+                // Deleted once delivered: SENT all the same.
+                [] if told > 0 => "SENT".to_string(),
                 [] => "not in the outbox".to_string(),
                 [one] => one.to_string(),
                 many => {

@@ -1278,6 +1278,8 @@ impl Explorer for Generated {
                     .filter(|d| d.outcome == Outcome::Delivered)
                     .count() as u32;
                 let state = match row(batch, &outbox, c, channel) {
+                    // Deleted once delivered: SENT all the same.
+                    None if told > 0 => "SENT".to_string(),
                     None => "no row".to_string(),
                     Some(r) => match r.status.as_str() {
                         "FAILED" => format!("FAILED ({})", error_class(&r.error)),
