@@ -1687,13 +1687,17 @@ impl Explorer for Generated {
                     .filter(|o| **o == Outcome::Delivered)
                     .count() as u32;
                 let state = match rows.iter().find(|r| r.subject == e.label()) {
-                    Some(r) if r.status == "FAILED" => {
-                        format!("FAILED ({})", answer_kind(r.error.as_deref()))
-                    }
                     Some(r) => r.status.clone(),
                     None if told > 0 => "SENT".to_string(),
                     None => "not in the outbox".to_string(),
                 };
+                // Which answer a dead letter keeps is fixed without faults
+                // only: a crash mid-attempt rightly makes it a lost dispatcher.
+                let kept = rows
+                    .iter()
+                    .find(|r| r.subject == e.label() && r.status == "FAILED")
+                    .map(|r| format!(" (dead letter: {})", answer_kind(r.error.as_deref())))
+                    .unwrap_or_default();
                 let answers: Vec<&str> = attempts
                     .iter()
                     .map(|o| match o {
@@ -1704,9 +1708,9 @@ impl Explorer for Generated {
                     })
                     .collect();
                 let detail = match answers.len() {
-                    0 => "no attempt".to_string(),
-                    1 => format!("1 attempt: {}", answers[0]),
-                    n => format!("{n} attempts: {}", answers.join(", ")),
+                    0 => format!("no attempt{kept}"),
+                    1 => format!("1 attempt: {}{kept}", answers[0]),
+                    n => format!("{n} attempts: {}{kept}", answers.join(", ")),
                 };
                 (
                     e.label(),
