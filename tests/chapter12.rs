@@ -133,8 +133,11 @@ mod on_postgres {
     #[test]
     fn the_shipped_case_holds_its_locks_across_the_sends() {
         let (code, pattern, report) = check(&[]);
+        // The breaker's verdict (the sixth) is left open: its probes are
+        // timed on the real clock, and a relay that holds its transaction
+        // across slow sends on a loaded machine may bunch them up.
         assert!(
-            matches(&pattern, "PASS PASS PASS FAIL FAIL PASS PASS"),
+            matches(&pattern, "PASS PASS PASS FAIL FAIL ? PASS"),
             "{pattern}"
         );
         assert_eq!(code, 1);
