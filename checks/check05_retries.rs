@@ -31,16 +31,6 @@ use lab::scenario::{Fault, Plan, ProviderScript, Step};
 use lab::serve::{Job, Schedule};
 use lab::world::Outcome;
 
-/// How the checks name an outbox row: its channel and recipient.
-fn key(row: &Queued) -> String {
-    format!("{} {}", row.channel, row.recipient)
-}
-
-/// How the generated worlds name an outbox row, as [`Person::label`] does.
-fn label(row: &Queued) -> String {
-    format!("{} ({})", row.recipient, row.channel)
-}
-
 pub const CHAPTER: Chapter = Chapter {
     number: 5,
     title: "retry, back off, dead-letter",
@@ -534,7 +524,7 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
         }
     }
     let history = History::read(dir.path())?;
-    let (rows, unreadable) = match read_outbox(dir.path(), &history, key) {
+    let (rows, unreadable) = match read_outbox(dir.path(), &history, Queued::key) {
         Ok(rows) => (rows, None),
         Err(err) => (Vec::new(), Some(format!("{err:#}"))),
     };
@@ -1140,7 +1130,7 @@ impl Explorer for Generated {
     }
 
     fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
-        let rows = read_outbox(run.dir, run.history, label)?;
+        let rows = read_outbox(run.dir, run.history, Queued::label)?;
         let fates = batch
             .people
             .iter()

@@ -51,16 +51,6 @@ use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
 use lab::serve::{Job, Schedule, ADVANCE};
 use lab::world::{Delivery, Outcome, Recorder};
 
-/// How the checks name an outbox row: its channel and recipient.
-fn key(row: &Queued) -> String {
-    format!("{} {}", row.channel, row.recipient)
-}
-
-/// How the generated worlds name an outbox row, as [`Person::label`] does.
-fn label(row: &Queued) -> String {
-    format!("{} ({})", row.recipient, row.channel)
-}
-
 pub const CHAPTER: Chapter = Chapter {
     number: 6,
     title: "orphans: the sweep and its fence",
@@ -596,7 +586,7 @@ fn finish(
     arranged: impl Fn(&History) -> bool,
 ) -> Result<Played> {
     let history = History::read(dir)?;
-    let (rows, unreadable) = match read_outbox(dir, &history, key) {
+    let (rows, unreadable) = match read_outbox(dir, &history, Queued::key) {
         Ok(rows) => (rows, None),
         Err(err) => (Vec::new(), Some(format!("{err:#}"))),
     };
@@ -1670,7 +1660,7 @@ impl Explorer for Generated {
     }
 
     fn observe(&self, workload: &Workload, run: &Run) -> Result<Observation> {
-        let rows = read_outbox(run.dir, run.history, label)?;
+        let rows = read_outbox(run.dir, run.history, Queued::label)?;
         let fates = workload
             .entries
             .iter()

@@ -259,6 +259,18 @@ pub struct Queued {
     pub error: Option<String>,
 }
 
+impl Queued {
+    /// "email dana@example.com": its channel and recipient.
+    pub fn key(&self) -> String {
+        format!("{} {}", self.channel, self.recipient)
+    }
+
+    /// "dana@example.com (email)", as the generated worlds name a person.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.recipient, self.channel)
+    }
+}
+
 /// Which answer a dead letter's error keeps, in the provider's own words:
 /// "503", "429", "refused", "no answer", "dispatcher lost" (chapter 6's
 /// sweep), "another error" or "no error kept". A dead letter must keep the
