@@ -19,7 +19,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
-use lab::clock::DEFAULT_START;
+use lab::clock::{DEFAULT_START, MINUTE, SECOND};
 use lab::explore::{
     explore, rules_of, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule,
     Run,
@@ -31,7 +31,6 @@ use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, scenario_dir, side_by_side, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
-use lab::serve::ADVANCE;
 use lab::world::{Event, Kind, Outcome};
 use lab::Invite;
 
@@ -54,9 +53,6 @@ const CRASH_TWICE: &str = "a crash and restart send no email twice";
 const CRASH_LOST: &str = "a crash and restart lose no email";
 const TIMEOUT: &str = "a send that times out is delivered exactly once";
 
-/// One minute of simulated time, in ms.
-const SECOND: i64 = 1000;
-const MINUTE: i64 = 60 * SECOND;
 /// How long the service is down after a crash.
 const DOWNTIME: i64 = 5 * MINUTE;
 /// When the relay runs once more: past the provider's 24-hour key window.
@@ -189,8 +185,8 @@ impl Batch {
             .iter()
             .flat_map(|i| [Step::with("invite", i, &i.email), Step::new("relay")])
             .collect();
-        steps.extend([advance(MINUTE), Step::new("relay")]);
-        steps.extend([advance(NEXT_DAY), Step::new("relay")]);
+        steps.extend([Step::advance(MINUTE), Step::new("relay")]);
+        steps.extend([Step::advance(NEXT_DAY), Step::new("relay")]);
         steps
     }
 
@@ -216,7 +212,7 @@ impl Batch {
     /// The restart after a crash: five minutes later the service starts, runs
     /// the relay, and takes the invites the first process never reached.
     fn restart(&self, dir: &Path, done: usize) -> Plan {
-        let mut steps = vec![advance(DOWNTIME), Step::new("relay")];
+        let mut steps = vec![Step::advance(DOWNTIME), Step::new("relay")];
         steps.extend(Batch::steps(&self.invites[done.min(self.invites.len())..]));
         Plan {
             dir: dir.to_path_buf(),
@@ -224,14 +220,6 @@ impl Batch {
             steps,
             ..Plan::default()
         }
-    }
-}
-
-fn advance(ms: i64) -> Step {
-    Step {
-        op: ADVANCE.to_string(),
-        input: serde_json::json!(ms),
-        subject: None,
     }
 }
 
@@ -1125,9 +1113,11 @@ impl Scenario {
             plan.starts_at = self.starts_at;
         }
         let last = plans.last_mut().expect("a scenario has a process");
-        last.steps.extend([advance(MINUTE), Step::new("relay")]);
+        last.steps
+            .extend([Step::advance(MINUTE), Step::new("relay")]);
         if self.next_day {
-            last.steps.extend([advance(NEXT_DAY), Step::new("relay")]);
+            last.steps
+                .extend([Step::advance(NEXT_DAY), Step::new("relay")]);
         }
         plans
     }

@@ -48,7 +48,7 @@ use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
-use lab::serve::{Job, Schedule, ADVANCE};
+use lab::serve::{Job, Schedule};
 use lab::world::{Delivery, Outcome, Recorder};
 
 pub const CHAPTER: Chapter = Chapter {
@@ -776,11 +776,7 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
             dir,
             NEXT_DAY_RELAY,
             vec![
-                Step {
-                    op: ADVANCE.to_string(),
-                    input: serde_json::json!(NEXT_DAY),
-                    subject: None,
-                },
+                Step::advance(NEXT_DAY),
                 schedule(scenario.span + NEXT_DAY + 10 * MINUTE),
             ],
         );

@@ -30,7 +30,7 @@ use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
-use lab::serve::{Job, Schedule, ADVANCE};
+use lab::serve::{Job, Schedule};
 use lab::webhook::{self, Answered, Delivery, Signing, GARBLED_FORMS};
 
 pub const CHAPTER: Chapter = Chapter {
@@ -700,11 +700,11 @@ impl Batch {
         }
         let first = (from + MINUTE - 1).div_euclid(MINUTE) * MINUTE;
         if first >= to {
-            return vec![advance(to - from)];
+            return vec![Step::advance(to - from)];
         }
         let mut steps = Vec::new();
         if first > from {
-            steps.push(advance(first - from));
+            steps.push(Step::advance(first - from));
         }
         steps.push(
             Schedule {
@@ -773,14 +773,6 @@ impl Batch {
             .into_iter()
             .filter(|e| e.message == message)
             .max_by_key(|e| e.occurred)
-    }
-}
-
-fn advance(ms: i64) -> Step {
-    Step {
-        op: ADVANCE.to_string(),
-        input: Value::from(ms),
-        subject: None,
     }
 }
 

@@ -184,6 +184,15 @@ impl Step {
             subject: Some(subject.to_string()),
         }
     }
+
+    /// A step of the lab's that moves the scenario's clock on by `ms`.
+    pub fn advance(ms: i64) -> Step {
+        Step {
+            op: crate::serve::ADVANCE.to_string(),
+            input: serde_json::json!(ms),
+            subject: None,
+        }
+    }
 }
 
 /// A fault at the `nth` commit or send (counting from 1) made while

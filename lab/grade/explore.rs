@@ -25,7 +25,7 @@ use crate::report::Verdict;
 use crate::rng::Rng;
 use crate::runner::{in_parallel, scenario_dir, Case, Exit};
 use crate::scenario::{Fault, Plan, Step};
-use crate::serve::{ADVANCE, RUN};
+use crate::serve::RUN;
 use crate::world::{Delivery, Event, Kind, Outcome, Recorder};
 
 /// How much a check explores.
@@ -525,11 +525,7 @@ fn play<E: Explorer>(
     let survived = fault.is_some_and(|f| !f.is_crash());
     if finished && survived && !explorer.startup().is_empty() {
         if let Some(last) = last {
-            let mut steps = vec![Step {
-                op: ADVANCE.to_string(),
-                input: serde_json::json!(later_by(fault)),
-                subject: None,
-            }];
+            let mut steps = vec![Step::advance(later_by(fault))];
             steps.extend(explorer.startup());
             let later = Plan {
                 process: number,
@@ -568,7 +564,7 @@ fn play<E: Explorer>(
 /// lost, a commit failed, which may leave a delivered message unmarked), 6
 /// hours, across midnight but well inside a key's 24 hours.
 fn later_by(fault: Option<&Injected>) -> i64 {
-    const HOUR: i64 = 60 * 60 * 1000;
+    const HOUR: i64 = 60 * crate::clock::MINUTE;
     match fault.map(|f| &f.fault) {
         Some(Fault::TimeoutBeforeSend { .. }) => 25 * HOUR,
         _ => 6 * HOUR,
