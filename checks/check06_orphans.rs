@@ -1,6 +1,6 @@
 //! Check 06: orphans, the sweep and its fence.
 //!
-//! Five scenarios, each in a fresh folder, with the dispatcher waking every
+//! Six kinds of scenario, each in a fresh folder, with the dispatcher waking every
 //! 2 s and the sweep running every minute of simulated time:
 //! - a dispatcher killed straight after its claim commits, then a new one;
 //! - a poison row, whose send kills every dispatcher that tries it, claimed
@@ -13,7 +13,9 @@
 //!   process hands the row on and delivers it, and then the hung send comes
 //!   back with a 503;
 //! - the same, but the hung send comes back while the second process is
-//!   itself still sending the row.
+//!   itself still sending the row;
+//! - a long batch, sent row by row while the second process runs beside
+//!   one of its sends.
 //!
 //! The slow and late scenarios run two real processes on a shared clock:
 //! one blocks in its send while the other runs minutes of simulated time.
@@ -26,8 +28,11 @@
 //! has ended. Each hold also ends when the process it waits for has ended,
 //! so no process waits for one that died.
 //! Seeded random batches vary the people, how many rows the killed
-//! dispatcher held, how long the slow send takes and how long the late one
-//! hangs. Beside them, the check explores generated scenarios under a crash
+//! dispatcher held, how long the slow send takes, how long the late one
+//! hangs and how it ends (any answer, under either host name); they also
+//! play a long batch with rows waiting past the threshold behind the send
+//! the second process runs beside, and a poison row that fails before it
+//! kills. Beside them, the check explores generated scenarios under a crash
 //! or a failing commit in `publish`, `dispatch` and `sweep` (see
 //! [`Generated`]).
 
@@ -64,7 +69,7 @@ pub const CHAPTER: Chapter = Chapter {
 };
 
 const EVENTUALLY: &str =
-    "every row a lost dispatcher held is delivered, or FAILED once its attempts run out";
+    "every row a lost dispatcher held goes out again at once, and is delivered, or FAILED once its attempts run out";
 const LIVE: &str = "no live send is swept";
 const LATE: &str = "a late finisher changes nothing";
 
@@ -96,6 +101,10 @@ const ORPHANED_AFTER: i64 = 5 * MINUTE;
 /// a sweep that hands back a claim younger than the send is caught, since
 /// the dispatcher's next wake-up sends the row again while the send runs.
 const SWEEP_LEAD: i64 = 10 * SECOND;
+/// How soon after its claim an orphan goes out again, at the latest: the
+/// sweep hands it back due now at its first turn once the claim is older
+/// than the threshold, and the dispatcher's next wake-up sends it.
+const RESENT_BY: i64 = ORPHANED_AFTER + SWEEP + WAKE_UP;
 /// Dispatchers started on the poison row before the check calls it a loop.
 const POISON_PROCESSES: u32 = 8;
 /// Process numbers of the racing scenarios.
@@ -181,6 +190,48 @@ enum What {
     LongBatch,
 }
 
+/// How the first dispatcher's hung send ends, in the late scenarios.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answer {
+    /// A 503: the row may be tried again.
+    Unavailable,
+    /// Refused for good (a 422): the row would be a dead letter.
+    Refused,
+    /// No answer at all: the send times out.
+    NoAnswer,
+}
+
+impl Answer {
+    const ALL: [Answer; 3] = [Answer::Unavailable, Answer::Refused, Answer::NoAnswer];
+
+    fn said(self) -> &'static str {
+        match self {
+            Answer::Unavailable => "with a 503",
+            Answer::Refused => "refused for good (a 422)",
+            Answer::NoAnswer => "with no answer (a timeout)",
+        }
+    }
+
+    /// The first dispatcher's script for `recipient`, answering this way.
+    fn script(self, recipient: String) -> ProviderScript {
+        let one = vec![recipient];
+        match self {
+            Answer::Unavailable => ProviderScript {
+                unreachable: one,
+                ..ProviderScript::default()
+            },
+            Answer::Refused => ProviderScript {
+                rejected: one,
+                ..ProviderScript::default()
+            },
+            Answer::NoAnswer => ProviderScript {
+                unanswered: one,
+                ..ProviderScript::default()
+            },
+        }
+    }
+}
+
 /// How long each send of the long batch takes: the chapter's four rows take
 /// 6 min 40 s in all, and the sweep at 6:00 meets the last one mid-send.
 const BATCH_SEND: i64 = 100 * SECOND;
@@ -208,6 +259,14 @@ struct Scenario {
     /// Both dispatchers run under one host name, so one name in
     /// `claimed_by`: the restarted one took the name of the one that hangs.
     same_host: bool,
+    /// Late: how the hung send ends.
+    late: Answer,
+    /// Long batch: how long each send takes, and the row beside whose send
+    /// dispatcher 2 runs (the rows after it wait past the threshold).
+    send: i64,
+    held: usize,
+    /// Poison: how many 503s the row meets before its sends start to kill.
+    fails_first: u32,
 }
 
 /// The chapter's people and numbers, or a batch drawn from a seed.
@@ -216,12 +275,31 @@ struct Batch {
     people: Vec<Person>,
     slow: i64,
     late: i64,
+    /// How the late send ends, and whether its dispatcher shares the
+    /// second one's host name.
+    answer: Answer,
+    same_host: bool,
+    /// The long batch: its rows and how long each send takes.
+    long: Vec<Person>,
+    send: i64,
+    /// The poison row's 503s before it starts to kill.
+    fails_first: u32,
+}
+
+/// The row of a long batch beside whose send dispatcher 2 runs, from that
+/// send's start to its end: the first one whose send lasts until a sweep
+/// of dispatcher 2 past the threshold, which then meets every row after it
+/// still under the batch's claim of 0:00, unless each was renewed.
+fn held_row(send: i64) -> usize {
+    (0..)
+        .find(|&h| h as i64 * send + SWEEP * (send / SWEEP) > ORPHANED_AFTER)
+        .expect("some row of a long enough batch is held")
 }
 
 impl Batch {
     fn chapter() -> Batch {
         let text = EVENTS[0].to_string();
-        let people = [
+        let people: Vec<Person> = [
             ("dana", "email"),
             ("eli", "email"),
             ("fay", "push"),
@@ -236,46 +314,65 @@ impl Batch {
         .collect();
         Batch {
             seed: None,
+            long: people.clone(),
             people,
             // Just under the threshold: any sweep that hands back a claim
             // younger than 4 min 40 s meets it.
             slow: 4 * MINUTE + 50 * SECOND,
             late: 8 * MINUTE,
+            answer: Answer::Unavailable,
+            same_host: false,
+            send: BATCH_SEND,
+            fails_first: 0,
         }
     }
 
     /// Other names and channels, 2 to 6 rows held by the killed dispatcher,
-    /// a slow send of 2 to 4 min 50 s, a hang of 7 to 9 min.
+    /// a slow send of 2 to 4 min 50 s, a hang of 7 to 9 min that ends in
+    /// any answer, under the other dispatcher's host name or its own, a
+    /// long batch of sends of 70 to 140 s with one or two rows past the
+    /// held one, and a poison row that fails once or twice before it
+    /// kills. The answer, the host and the poison's failures go by the
+    /// seed, so that any three seeds in a row play every answer.
     fn random(seed: u64) -> Batch {
         let mut rng = Rng::new(seed);
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
         let count = rng.between(2, 6) as usize;
-        let people = names[..count]
-            .iter()
-            .map(|name| Person {
-                name: name.to_string(),
-                channel: if rng.between(0, 2) == 0 {
-                    "push"
-                } else {
-                    "email"
-                },
-                text: rng.pick(&EVENTS).to_string(),
-            })
-            .collect();
+        let person = |rng: &mut Rng, name: &str| Person {
+            name: name.to_string(),
+            channel: if rng.between(0, 2) == 0 {
+                "push"
+            } else {
+                "email"
+            },
+            text: rng.pick(&EVENTS).to_string(),
+        };
+        let people = names[..count].iter().map(|n| person(&mut rng, n)).collect();
+        let slow = rng.between(120, 290) as i64 * SECOND;
+        let late = rng.between(420, 540) as i64 * SECOND;
+        let send = rng.between(70, 140) as i64 * SECOND;
+        let rows = held_row(send) + 1 + rng.between(1, 2) as usize;
+        let long = names[..rows].iter().map(|n| person(&mut rng, n)).collect();
         Batch {
             seed: Some(seed),
             people,
-            slow: rng.between(120, 290) as i64 * SECOND,
-            late: rng.between(420, 540) as i64 * SECOND,
+            slow,
+            late,
+            answer: Answer::ALL[(seed % 3) as usize],
+            same_host: seed % 2 == 1,
+            long,
+            send,
+            fails_first: 1 + (seed % 2) as u32,
         }
     }
 
-    /// The batch's scenarios; the chapter's own batch also plays the poison
-    /// row and the answer that comes back during a resend, which no name or
-    /// number of a batch changes.
+    /// The batch's scenarios; the chapter's own batch also plays the late
+    /// answer under the second dispatcher's name and the answer that comes
+    /// back during a resend, which no name or number of a batch changes.
     fn scenarios(&self, all: bool) -> Vec<Scenario> {
         let one = || vec![self.people[0].clone()];
+        let held = held_row(self.send);
         let scenario = |what, people, span| Scenario {
             what,
             seed: self.seed,
@@ -283,28 +380,34 @@ impl Batch {
             refused: None,
             span,
             same_host: false,
+            late: self.answer,
+            send: self.send,
+            held,
+            fails_first: self.fails_first,
         };
         let mut scenarios = vec![
             scenario(What::Crash, self.people.clone(), AFTER_CRASH),
             scenario(What::Slow, one(), self.slow),
-            scenario(What::LateAfter, one(), self.late),
+            Scenario {
+                same_host: self.same_host,
+                ..scenario(What::LateAfter, one(), self.late)
+            },
         ];
         if all {
             scenarios.push(Scenario {
                 same_host: true,
                 ..scenario(What::LateAfter, one(), self.late)
             });
-            let rows = self.people.len() as i64;
-            scenarios.push(scenario(
-                What::LongBatch,
-                self.people.clone(),
-                rows * BATCH_SEND,
-            ));
             scenarios.push(scenario(What::LateDuring, one(), RESEND_RUN));
-            let mut poison = scenario(What::Poison, one(), POISON_RUN);
-            poison.refused = self.people.get(1).cloned();
-            scenarios.push(poison);
         }
+        scenarios.push(scenario(
+            What::LongBatch,
+            self.long.clone(),
+            (held as i64 + 1) * self.send,
+        ));
+        let mut poison = scenario(What::Poison, one(), POISON_RUN);
+        poison.refused = self.people.get(1).cloned();
+        scenarios.push(poison);
         scenarios
     }
 }
@@ -329,32 +432,48 @@ impl Scenario {
                     "rows"
                 }
             ),
-            What::Poison => match &self.refused {
-                Some(r) => format!(
-                    "every send to {who} kills its dispatcher, and {} is refused for good",
-                    r.recipient()
-                ),
-                None => format!("every send to {who} kills its dispatcher"),
-            },
+            What::Poison => {
+                let kills = match self.fails_first {
+                    0 => format!("every send to {who} kills its dispatcher"),
+                    1 => format!("{who}'s first send meets a 503, and every later one kills its dispatcher"),
+                    n => format!("{who}'s first {n} sends meet a 503, and every later one kills its dispatcher"),
+                };
+                match &self.refused {
+                    Some(r) => format!("{kills}, and {} is refused for good", r.recipient()),
+                    None => kills,
+                }
+            }
             What::Slow => format!(
                 "dispatcher 1's send to {who} takes {} while dispatcher 2 runs",
                 span(self.span)
             ),
-            What::LateAfter if self.same_host => format!(
-                "dispatcher 1's send to {who} hangs for {}, then fails; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}",
-                span(self.span)
-            ),
-            What::LateAfter => format!(
-                "dispatcher 1's send to {who} hangs for {}, then fails",
-                span(self.span)
-            ),
-            What::LongBatch => format!(
-                "dispatcher 1 claims {} rows at 0:00 and sends them one by one, {} or more each; dispatcher 2 runs beside its last send, from {} to {}",
-                self.people.len(),
-                span(BATCH_SEND),
-                clock(self.span - BATCH_SEND),
-                clock(self.span)
-            ),
+            What::LateAfter => {
+                let ends = match self.late {
+                    Answer::Unavailable => "fails".to_string(),
+                    other => format!("ends {}", other.said()),
+                };
+                let hang = format!(
+                    "dispatcher 1's send to {who} hangs for {}, then {ends}",
+                    span(self.span)
+                );
+                match self.same_host {
+                    true => format!("{hang}; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}"),
+                    false => hang,
+                }
+            }
+            What::LongBatch => {
+                let beside = match self.held + 1 == self.people.len() {
+                    true => "its last send".to_string(),
+                    false => format!("its send of row {}", self.held + 1),
+                };
+                format!(
+                    "dispatcher 1 claims {} rows at 0:00 and sends them one by one, {} or more each; dispatcher 2 runs beside {beside}, from {} to {}",
+                    self.people.len(),
+                    span(self.send),
+                    clock(self.span - self.send),
+                    clock(self.span)
+                )
+            }
             What::LateDuring => format!(
                 "dispatcher 1's send to {who} hangs, then fails while dispatcher 2 resends it"
             ),
@@ -455,6 +574,9 @@ struct Played {
     unreadable: Option<String>,
     /// For the racing scenarios: whether the interleaving they need happened.
     arranged: bool,
+    /// The clock when each replacement dispatcher started, which is when
+    /// the one before it died.
+    restarts: Vec<i64>,
 }
 
 impl Played {
@@ -603,6 +725,7 @@ fn finish(
         history,
         rows,
         unreadable,
+        restarts: Vec::new(),
     })
 }
 
@@ -619,6 +742,10 @@ fn play_restarts(case: &Case, scenario: &Scenario) -> Result<Played> {
             Vec::new()
         },
         rejected: scenario.refused.iter().map(Person::recipient).collect(),
+        flaky: match poison && scenario.fails_first > 0 {
+            true => vec![(scenario.recipient(), scenario.fails_first)],
+            false => Vec::new(),
+        },
         ..ProviderScript::default()
     };
     let mut first = if poison {
@@ -634,6 +761,7 @@ fn play_restarts(case: &Case, scenario: &Scenario) -> Result<Played> {
     first.provider = script.clone();
     first.push = script.clone();
     let mut exits = vec![(1, case.start(&first)?)];
+    let mut restarts = Vec::new();
     let last = if poison { POISON_PROCESSES } else { 2 };
     for process in 2..=last {
         let ended = &exits.last().expect("one process ran").1;
@@ -648,12 +776,15 @@ fn play_restarts(case: &Case, scenario: &Scenario) -> Result<Played> {
             break;
         }
         let now = world_clock(dir)?;
+        restarts.push(now);
         let mut plan = scenario.plan(dir, process, vec![schedule(now + scenario.span)]);
         plan.provider = script.clone();
         plan.push = script.clone();
         exits.push((process, case.start(&plan)?));
     }
-    finish(scenario, dir, exits, |_| true)
+    let mut played = finish(scenario, dir, exits, |_| true)?;
+    played.restarts = restarts;
+    Ok(played)
 }
 
 /// Two dispatchers on one database and one clock. The first publishes the
@@ -674,12 +805,11 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     let recipient = scenario.recipient();
     let hold_limit_ms = (case.timeout * 3 / 2).as_millis() as u64;
     let mut first = scenario.setup(dir, vec![Step::new("dispatch")]);
+    let answer = match scenario.what {
+        What::Slow => ProviderScript::default(),
+        _ => scenario.late.script(recipient.clone()),
+    };
     let slow = ProviderScript {
-        unreachable: if scenario.what == What::Slow {
-            Vec::new()
-        } else {
-            vec![recipient.clone()]
-        },
         announce: true,
         hold_until_any: vec![
             if scenario.what == What::LateDuring {
@@ -690,15 +820,15 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
             Moment::Ended(SECOND_RELAY),
         ],
         hold_limit_ms,
-        ..ProviderScript::default()
+        ..answer
     };
     let slow = if scenario.what == What::LongBatch {
         // Every send takes 100 s of the service's time. The last row's send
         // is the one dispatcher 2 starts on: it is announced, and answers
         // once dispatcher 2 has run its schedule, sweeps included.
-        let last = scenario.people.last().map(Person::recipient);
+        let last = scenario.people.get(scenario.held).map(Person::recipient);
         ProviderScript {
-            sim_latency_ms: BATCH_SEND,
+            sim_latency_ms: scenario.send,
             hold_each: last
                 .into_iter()
                 .map(|r| (r, vec![Moment::Ended(SECOND_RELAY)]))
@@ -916,17 +1046,35 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let processes: usize = played.iter().map(|p| p.exits.len()).sum();
     let of = |what: What| played.iter().filter(move |p| p.scenario.what == what);
 
-    let held = played[0].scenario.people.len();
+    let orphans: usize = of(What::Crash).map(|p| p.scenario.people.len()).sum();
+    let batches = of(What::LongBatch).count();
+    let handed_on: usize = of(What::LongBatch)
+        .map(|p| {
+            p.scenario
+                .people
+                .iter()
+                .filter(|r| {
+                    p.attempts(r)
+                        .iter()
+                        .any(|d| d.process == SECOND_RELAY && d.outcome == Outcome::Delivered)
+                })
+                .count()
+        })
+        .sum();
+    let late = || of(What::LateAfter).chain(of(What::LateDuring));
     let mut verdicts = vec![
         judge(
             EVENTUALLY,
-            format!("{held} orphans delivered, the poison row FAILED after {ATTEMPTS} attempts"),
+            format!(
+                "{orphans} orphans delivered, {} poison rows FAILED after {ATTEMPTS} attempts",
+                of(What::Poison).count()
+            ),
             of(What::Crash).chain(of(What::Poison)).find_map(eventually),
         ),
         judge(
             LIVE,
             format!(
-                "{} slow sends and a batch of {held} rows left alone",
+                "{} slow sends and {batches} long batches left alone",
                 of(What::Slow).count()
             ),
             of(What::Slow).chain(of(What::LongBatch)).find_map(live),
@@ -934,16 +1082,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         judge(
             LATE,
             format!(
-                "{} of {} rows handed on, none changed by the late answer",
-                of(What::LateAfter)
-                    .chain(of(What::LateDuring))
-                    .filter(|p| p.handed_on())
-                    .count(),
-                of(What::LateAfter).chain(of(What::LateDuring)).count()
+                "{} of {} rows handed on, none changed by the late answer; {handed_on} rows of {batches} long batches handed on, none sent again",
+                late().filter(|p| p.handed_on()).count(),
+                late().count()
             ),
-            of(What::LateAfter)
-                .chain(of(What::LateDuring))
-                .find_map(late),
+            late().chain(of(What::LongBatch)).find_map(late_finding),
         ),
     ];
     verdicts.extend(explored.verdicts);
@@ -994,7 +1137,7 @@ fn eventually(played: &Played) -> Option<Finding> {
                 }
             }
             if details.is_empty() {
-                return None;
+                return resent_late(played);
             }
             let ok = s.people.len() - details.len();
             (format!("{ok} of {} delivered", s.people.len()), details)
@@ -1003,8 +1146,11 @@ fn eventually(played: &Played) -> Option<Finding> {
             let p = &s.people[0];
             let left = played.left(p);
             let lost = played.crashes();
-            if left.status == "FAILED" && lost == ATTEMPTS {
-                return s.refused.as_ref().and_then(|r| refused_again(played, r));
+            let failed_first = s.fails_first as usize;
+            if left.status == "FAILED" && lost + failed_first == ATTEMPTS {
+                return poison_waited(played)
+                    .or_else(|| poison_error(played, &left))
+                    .or_else(|| s.refused.as_ref().and_then(|r| refused_again(played, r)));
             }
             let still = played
                 .exits
@@ -1031,8 +1177,12 @@ fn eventually(played: &Played) -> Option<Finding> {
                     "after {POISON_PROCESSES} dispatchers it was still being handed back: it would go on forever."
                 ));
             } else if left.status == "FAILED" {
+                let attempts = match failed_first {
+                    0 => format!("{lost} attempts"),
+                    n => format!("{n} 503s and {lost} lost dispatchers"),
+                };
                 details.push(format!(
-                    "it was dead-lettered after {lost} attempts; each lost send is an attempt, and a row gets {ATTEMPTS}."
+                    "it was dead-lettered after {attempts}; each lost send is an attempt, and a row gets {ATTEMPTS}."
                 ));
             } else {
                 details.push(
@@ -1049,6 +1199,115 @@ fn eventually(played: &Played) -> Option<Finding> {
         details,
         seed: s.seed,
         timeline: played.history.events.clone(),
+        ..Default::default()
+    })
+}
+
+/// The crash: the orphans were claimed at 0:00, so each goes out again by
+/// [`RESENT_BY`], handed back due now.
+fn resent_late(played: &Played) -> Option<Finding> {
+    let s = &played.scenario;
+    let details: Vec<String> = s
+        .people
+        .iter()
+        .filter_map(|p| {
+            let attempts = played.attempts(p);
+            let sent = attempts.iter().find(|d| d.outcome == Outcome::Delivered)?;
+            (sent.at_ms > RESENT_BY).then(|| {
+                format!(
+                    "{} ({}): claimed at 0:00 by the killed dispatcher, delivered at {}.",
+                    p.recipient(),
+                    p.channel,
+                    clock(sent.at_ms)
+                )
+            })
+        })
+        .collect();
+    if details.is_empty() {
+        return None;
+    }
+    let mut details = details;
+    details.push(format!(
+        "the sweep hands an orphan back due now at its first turn after the claim is {} old, and the next wake-up sends it: by {}, with the sweep every minute and the dispatcher every {} s.",
+        span(ORPHANED_AFTER),
+        clock(RESENT_BY),
+        WAKE_UP / SECOND
+    ));
+    Some(Finding {
+        evidence: format!(
+            "{} of {} orphans sent after {}",
+            details.len() - 1,
+            s.people.len(),
+            clock(RESENT_BY)
+        ),
+        scenario: s.name(),
+        details,
+        seed: s.seed,
+        timeline: played.history.events.clone(),
+        ..Default::default()
+    })
+}
+
+/// The poison row: each dispatcher after the first claims it again by
+/// [`RESENT_BY`] after the one before it died.
+fn poison_waited(played: &Played) -> Option<Finding> {
+    let s = &played.scenario;
+    let (died, next) = played
+        .restarts
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .find(|(died, next)| next - died > RESENT_BY)?;
+    Some(Finding {
+        evidence: format!(
+            "an orphan waited {} to go out again, not {}",
+            span(next - died),
+            span(RESENT_BY)
+        ),
+        scenario: s.name(),
+        details: vec![
+            format!(
+                "a dispatcher died sending {} at {}; the next one took the row and died on it at {}.",
+                s.recipient(),
+                clock(died),
+                clock(next)
+            ),
+            format!(
+                "the sweep hands an orphan back due now, whatever its count of attempts: the backoff is for a provider's failures, and this attempt was lost with its dispatcher. It goes out again by {} after the claim.",
+                span(RESENT_BY)
+            ),
+        ],
+        seed: s.seed,
+        ..Default::default()
+    })
+}
+
+/// The poison row's dead letter keeps why it died: its last attempt was
+/// lost with its dispatcher, not refused or failed by the provider.
+fn poison_error(played: &Played, left: &Row) -> Option<Finding> {
+    let kind = answer_kind(left.error.as_deref());
+    if !matches!(
+        kind,
+        "503" | "429" | "refused" | "no answer" | "no error kept"
+    ) {
+        return None;
+    }
+    let s = &played.scenario;
+    let kept = match &left.error {
+        Some(error) => format!("\"{error}\""),
+        None => "no error".to_string(),
+    };
+    Some(Finding {
+        evidence: format!("dead letter keeps {kind}, not its lost dispatcher"),
+        scenario: s.name(),
+        details: vec![
+            format!(
+                "{} ({}): its last attempt died with its dispatcher, and the sweep dead-lettered it with {kept}.",
+                s.recipient(),
+                s.people[0].channel
+            ),
+            "an operator reads the dead letter's error to know what to fix: here, the crash, not the provider.".to_string(),
+        ],
+        seed: s.seed,
         ..Default::default()
     })
 }
@@ -1134,7 +1393,10 @@ fn live_batch(played: &Played) -> Option<Finding> {
     // An attempt is recorded when its answer comes: dispatcher 2's send of
     // a row came while dispatcher 1's was still running if it is recorded
     // no later than dispatcher 1's.
-    let (k, p) = people.iter().enumerate().find(|(_, p)| {
+    // Dispatcher 2 has ended before dispatcher 1 moves past the held row:
+    // the rows after it were never being sent while dispatcher 2 ran.
+    let held = played.scenario.held;
+    let (k, p) = people.iter().enumerate().take(held + 1).find(|(_, p)| {
         let attempts = played.attempts(p);
         let first = attempts.iter().find(|d| d.process == FIRST);
         let second = attempts.iter().find(|d| d.process == SECOND_RELAY);
@@ -1151,7 +1413,7 @@ fn live_batch(played: &Played) -> Option<Finding> {
                 "dispatcher 1 claimed {} rows at 0:00, and began its send to {} at {}, its row {} of the batch.",
                 people.len(),
                 p.recipient(),
-                clock(k as i64 * BATCH_SEND),
+                clock(k as i64 * played.scenario.send),
                 k + 1
             ),
             format!(
@@ -1172,9 +1434,12 @@ fn live_batch(played: &Played) -> Option<Finding> {
 
 /// Once dispatcher 2 has delivered the row, dispatcher 1's late answer must
 /// change nothing: the row ends SENT and is never sent again.
-fn late(played: &Played) -> Option<Finding> {
+fn late_finding(played: &Played) -> Option<Finding> {
     if let Some(f) = trouble_finding(played) {
         return Some(f);
+    }
+    if played.scenario.what == What::LongBatch {
+        return late_batch(played);
     }
     let p = &played.scenario.people[0];
     let attempts = played.attempts(p);
@@ -1197,8 +1462,9 @@ fn late(played: &Played) -> Option<Finding> {
             clock(attempts[delivered].at_ms)
         ),
         format!(
-            "dispatcher 1's send came back at {} with a 503, and its answer was recorded.",
-            clock(late.at_ms)
+            "dispatcher 1's send came back at {} {}, and its answer was recorded.",
+            clock(late.at_ms),
+            played.scenario.late.said()
         ),
     ];
     for d in &again {
@@ -1219,6 +1485,63 @@ fn late(played: &Played) -> Option<Finding> {
         scenario: played.scenario.name(),
         details,
         seed: played.scenario.seed,
+        ..Default::default()
+    })
+}
+
+/// The long batch: a row dispatcher 2 delivered after the sweep handed it
+/// on is dispatcher 1's no more. Dispatcher 1 does not send it again when
+/// its turn in the batch comes, and every row ends delivered.
+fn late_batch(played: &Played) -> Option<Finding> {
+    let s = &played.scenario;
+    let mut details = Vec::new();
+    let mut again = 0;
+    for (k, p) in s.people.iter().enumerate() {
+        let attempts = played.attempts(p);
+        let handed_on = attempts
+            .iter()
+            .position(|d| d.process == SECOND_RELAY && d.outcome == Outcome::Delivered);
+        if let Some(h) = handed_on {
+            for d in attempts[h + 1..].iter().filter(|d| d.process == FIRST) {
+                again += 1;
+                details.push(format!(
+                    "row {} ({}): dispatcher 2 delivered it at {} after its sweep handed it on; dispatcher 1 reached it in its batch and sent it again at {} ({}).",
+                    k + 1,
+                    p.recipient(),
+                    clock(attempts[h].at_ms),
+                    clock(d.at_ms),
+                    said(d.outcome)
+                ));
+            }
+        }
+        let left = played.left(p);
+        if left.status != "SENT" {
+            details.push(format!(
+                "row {} ({}): attempts {}; left {}.",
+                k + 1,
+                p.recipient(),
+                played.story(p),
+                left.status
+            ));
+        }
+    }
+    if details.is_empty() {
+        return None;
+    }
+    details.push(
+        "a row the sweep handed on belongs to whoever claims it next: the dispatcher that claimed it first finds out when it renews or records, and leaves it alone."
+            .to_string(),
+    );
+    let evidence = match again {
+        0 => "a row of the batch not delivered".to_string(),
+        1 => "delivered, then attempted again".to_string(),
+        n => format!("{n} delivered rows attempted again"),
+    };
+    Some(Finding {
+        evidence,
+        scenario: s.name(),
+        details,
+        seed: s.seed,
         ..Default::default()
     })
 }

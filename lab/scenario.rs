@@ -96,6 +96,8 @@ pub struct ProviderScript {
     pub hangs: Vec<(i64, i64)>,
     /// Recipients whose every send kills the sending process before the
     /// provider gets it: a poison message, e.g. one the renderer crashes on.
+    /// A recipient also in [`ProviderScript::flaky`] meets its failures
+    /// first: its first n attempts fail, and only the later ones kill.
     #[serde(default)]
     pub crash_on: Vec<String>,
     /// Records in the world that a send has begun, before any wait, so that

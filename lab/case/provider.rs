@@ -180,7 +180,7 @@ impl Provider {
             *n += 1;
             *n
         };
-        if self.script.crash_on.iter().any(|r| r == to) {
+        if self.script.crash_on.iter().any(|r| r == to) && !self.fails_first(&rec, to)? {
             // A poison message: the process dies on it before the provider
             // gets it, every time, however often it is restarted.
             let _ = rec.event_about(Kind::Crash, None, to, "process aborted");
@@ -338,6 +338,16 @@ impl Provider {
     }
 
     /// Whether the script makes this attempt fail, and how.
+    /// Whether this attempt is one of the first `n` that the script's
+    /// `flaky` fails for `to`: a poison recipient meets those 503s before
+    /// its sends start killing the process.
+    fn fails_first(&self, rec: &Recorder, to: &str) -> anyhow::Result<bool> {
+        match self.script.flaky.iter().find(|(r, _)| r == to) {
+            Some((_, n)) => Ok(rec.attempts_to(self.channel, to)? < *n),
+            None => Ok(false),
+        }
+    }
+
     fn refusal(&self, rec: &Recorder, to: &str) -> anyhow::Result<Option<Outcome>> {
         let s = &self.script;
         if s.rejected.iter().any(|r| r == to) {
