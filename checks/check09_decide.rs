@@ -406,7 +406,35 @@ impl Batch {
             restart_at,
         };
         batch.opt_out_while_waiting(seed);
+        batch.fails_into_the_night(seed);
         batch
+    }
+
+    /// A third of the worlds (drawn from a stream of their own, so the
+    /// rest is drawn as before) have one more person, whose phone fails
+    /// their only push three times, published a minute or two before 22:00
+    /// on their clock. Its retries run into quiet hours and wait for the
+    /// morning; only its fourth attempt goes through, so a hold that costs
+    /// an attempt leaves it a dead letter.
+    fn fails_into_the_night(&mut self, seed: u64) {
+        let mut rng = Rng::new(seed ^ 0x0909_22f1_a3c0);
+        if rng.between(0, 2) != 0 {
+            return;
+        }
+        let Some(name) = NAMES
+            .iter()
+            .find(|n| !self.people.iter().any(|p| p.name == **n))
+        else {
+            return;
+        };
+        let zone = *rng.pick(&ZONES);
+        let mut late = person(name, zone, &[]);
+        late.push = Script::Flaky(3);
+        let at = local_edge(self.night, zone, true) - rng.between(1, 2) as i64 * MINUTE;
+        let kind = *rng.pick(&KINDS);
+        self.notices
+            .push(notice(self.notices.len() + 1, name, kind, at.max(0)));
+        self.people.push(late);
     }
 
     /// Half the worlds (drawn from a stream of their own, so the rest of
@@ -1107,8 +1135,19 @@ struct Generated;
 /// The situations chapter 9's rules turn on.
 const DIMENSIONS: &[Dimension<Batch>] = &[
     Dimension {
-        name: "a push that fails three times: a retry held for the night must not cost an attempt",
-        reached: |b| b.people.iter().any(|p| p.push == Script::Flaky(3)),
+        name: "a push that fails three times from just before quiet hours: a retry held for the night must not cost an attempt",
+        reached: |b| {
+            b.notices.iter().any(|n| {
+                // Their only message: a provider fails an address's first
+                // sends, whichever message they carry.
+                let only = b.notices.iter().filter(|o| o.person == n.person).count() == 1;
+                only && !n.critical()
+                    && b.person(&n.person).push == Script::Flaky(3)
+                    && b.enabled(&n.person, n.kind, "push", n.at)
+                    && b.morning(&n.person, n.at).is_none()
+                    && b.morning(&n.person, n.at + PROMPT).is_some()
+            })
+        },
     },
     Dimension {
         name: "an opt-out made while a message of that kind waits on that channel to be retried",

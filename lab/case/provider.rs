@@ -337,7 +337,6 @@ impl Provider {
         }
     }
 
-    /// Whether the script makes this attempt fail, and how.
     /// Whether this attempt is one of the first `n` that the script's
     /// `flaky` fails for `to`: a poison recipient meets those 503s before
     /// its sends start killing the process.
@@ -348,6 +347,7 @@ impl Provider {
         }
     }
 
+    /// Whether the script makes this attempt fail, and how.
     fn refusal(&self, rec: &Recorder, to: &str) -> anyhow::Result<Option<Outcome>> {
         let s = &self.script;
         if s.rejected.iter().any(|r| r == to) {
