@@ -163,6 +163,10 @@ struct Scenario {
     /// Recipients the working provider refuses for good (a 4xx): their rows
     /// are rightly dead-lettered at once, and nothing of theirs is expected.
     rejected: Vec<String>,
+    /// Recipients whose first n attempts are answered 429 with a
+    /// `Retry-After` of [`RETRY_AFTER_S`]: the provider is up and asks for
+    /// less traffic, so no breaker counts them, and their rows wait.
+    limited: Vec<(String, u32)>,
     until_ms: i64,
     /// How many things have happened so far: numbers the texts.
     happened: usize,
@@ -180,6 +184,7 @@ impl Scenario {
             hangs: false,
             flaky: Vec::new(),
             rejected: Vec::new(),
+            limited: Vec::new(),
             until_ms: 0,
             happened: 0,
         }
@@ -333,8 +338,108 @@ impl Scenario {
     /// A batch drawn from `seed`: either channel down, for 3 to 8 min from
     /// somewhere in the first 3 min, a backlog of 12 to 24 rows on the
     /// failing channel as it goes down, and before and during the outage,
-    /// one or two people told something every 15 to 45 s.
+    /// one or two people told something every 15 to 45 s. On odd seeds the
+    /// outage is a hang. One seed in three draws a lull instead
+    /// ([`Scenario::lull`]); on another, a crowd on the working channel is
+    /// answered 429 at once ([`Scenario::rate_limit_crowd`]).
     fn random(seed: u64) -> Scenario {
+        if seed % 3 == 0 {
+            return Scenario::lull(seed);
+        }
+        let mut s = Scenario::outage(seed);
+        s.hangs = seed % 2 == 1;
+        if seed % 3 == 2 {
+            s.rate_limit_crowd(seed);
+        }
+        s
+    }
+
+    /// A long outage over a small backlog: 4 to 7 rows on the failing
+    /// channel as it goes down, for 8 to 12 min, a 503 or a hang, and
+    /// nothing more for that channel until it is back, while the working
+    /// channel is told something every 15 to 45 s. The breaker's probes
+    /// come back to the same few rows again and again: a failed probe must
+    /// cost its row nothing, or the outage dead-letters them.
+    fn lull(seed: u64) -> Scenario {
+        let mut rng = Rng::new(seed ^ 0x0707_1011);
+        let (down, up) = match rng.between(0, 1) {
+            0 => ("email", "push"),
+            _ => ("push", "email"),
+        };
+        let mut names = NAMES.to_vec();
+        rng.shuffle(&mut names);
+        let failing = rng.between(4, 7) as usize;
+        let on_down: Vec<Person> = names[..failing]
+            .iter()
+            .map(|n| Person::new(n, down))
+            .collect();
+        let on_up: Vec<Person> = names[failing..failing + 3]
+            .iter()
+            .map(|n| Person::new(n, up))
+            .collect();
+        let people = on_down.iter().chain(&on_up).cloned().collect();
+        let name = format!("random lull (seed {seed})");
+        let mut s = Scenario::new(Some(seed), name, people, down);
+        s.hangs = seed % 2 == 1;
+        let start = rng.between(0, 3) as i64 * 30 * SECOND;
+        let end = start + rng.between(16, 24) as i64 * 30 * SECOND;
+        s.outages.push((start, end));
+        s.publish(start, &on_down.iter().collect::<Vec<_>>());
+        let mut at = start + rng.between(15, 45) as i64 * SECOND;
+        while at < end {
+            let person = rng.pick(&on_up);
+            s.publish(at, &[person]);
+            at += rng.between(15, 45) as i64 * SECOND;
+        }
+        s.until_ms = end + DRAIN;
+        s
+    }
+
+    /// More people on the working channel than it has sent to in the
+    /// minute before, and five to seven besides, told one thing at once
+    /// somewhere in the run, whose first attempt the provider answers 429;
+    /// two of its people with working addresses are told something within
+    /// the next 30 s. A provider that asks for less traffic is up: their
+    /// messages go out as usual, and the 429s wait their minute.
+    fn rate_limit_crowd(&mut self, seed: u64) {
+        let mut rng = Rng::new(seed ^ 0x0707_0429);
+        let up = match self.down {
+            "email" => "push",
+            _ => "email",
+        };
+        let working: Vec<Person> = self
+            .people
+            .iter()
+            .filter(|p| p.channel == up)
+            .cloned()
+            .collect();
+        let at = rng.between(1, 10) as i64 * 30 * SECOND;
+        let sent_before = self
+            .published
+            .iter()
+            .filter(|p| p.channel == up && (at - MINUTE..=at).contains(&p.at_ms))
+            .count();
+        let count = sent_before + rng.between(5, 7) as usize;
+        // Names of their own: the chapter's twenty are taken.
+        let crowd: Vec<Person> = (0..count)
+            .map(|k| {
+                Person::new(
+                    &format!("{}{}", NAMES[k % NAMES.len()], 2 + k / NAMES.len()),
+                    up,
+                )
+            })
+            .collect();
+        self.limited = crowd.iter().map(|p| (p.recipient(), 1)).collect();
+        self.publish(at, &crowd.iter().collect::<Vec<_>>());
+        for (k, person) in working.iter().take(2).enumerate() {
+            self.publish(at + (10 + 10 * k as i64) * SECOND, &[person]);
+        }
+        self.people.extend(crowd);
+        self.published.sort_by_key(|p| p.at_ms);
+        self.until_ms = self.until_ms.max(at + DRAIN);
+    }
+
+    fn outage(seed: u64) -> Scenario {
         let mut rng = Rng::new(seed);
         let (down, up) = match rng.between(0, 1) {
             0 => ("email", "push"),
@@ -464,6 +569,11 @@ impl Scenario {
                 hangs,
                 flaky: self.flaky.clone(),
                 rejected: self.rejected.clone(),
+                rate_limited: self
+                    .limited
+                    .iter()
+                    .map(|(r, n)| (r.clone(), *n, RETRY_AFTER_S))
+                    .collect(),
                 ..ProviderScript::default()
             }
         };
@@ -899,7 +1009,11 @@ fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Bo
 }
 
 fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
-    let working: Vec<&Published> = s.expected().filter(|p| p.channel != s.down).collect();
+    // A row the provider answered 429 waits the minute it asked for.
+    let working: Vec<&Published> = s
+        .expected()
+        .filter(|p| p.channel != s.down && !s.limited.iter().any(|(r, _)| *r == p.recipient))
+        .collect();
     let up = working.first().map(|p| p.channel).unwrap_or("push");
     let waits: Vec<(&Published, Option<i64>)> = working
         .iter()
@@ -946,6 +1060,17 @@ fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Fin
         "the {up} provider worked throughout: only the {} provider was down.",
         s.down
     ));
+    if let Some(first) = s
+        .published
+        .iter()
+        .find(|p| s.limited.iter().any(|(r, _)| *r == p.recipient))
+    {
+        details.push(format!(
+            "{} people on {up} were answered 429 at {}: a provider that asks for less traffic is up, and a 429 is no failure of its.",
+            s.limited.len(),
+            clock(first.at_ms)
+        ));
+    }
     Err(Box::new(Finding {
         evidence: tally,
         scenario: format!("{}: {}:", s.name, s.outage_story()),
