@@ -17,12 +17,13 @@ use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
+use lab::clock::MINUTE;
 use lab::explore::{
     explore, rules_of, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule,
     Run,
 };
 
-use super::invite_world::{invite_dimensions, relayed_every, Invites, Shape};
+use super::invite_world::{invite_dimensions, play_invite_race, relayed_every, Invites, Shape};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
@@ -255,6 +256,31 @@ fn play(case: &Case, batch: &Batch, fault: Option<Fault>) -> Result<Played> {
     })
 }
 
+/// The invite made during a relay round: the batch's last seated one.
+fn raced(batch: &Batch) -> Option<Invite> {
+    batch.seated().last().map(|i| (*i).clone())
+}
+
+/// The batch with an invite made while a relay round is being sent (see
+/// [`play_invite_race`]), then the relay's next rounds.
+fn play_race(case: &Case, batch: &Batch) -> Result<Played> {
+    let last = raced(batch);
+    let queued: Vec<Invite> = batch
+        .invites
+        .iter()
+        .filter(|i| Some(*i) != last.as_ref())
+        .cloned()
+        .collect();
+    let fixture = batch.plan(Path::new(""), None).fixture;
+    let raced = play_invite_race(case, fixture, &queued, last.as_ref(), 60 * MINUTE)?;
+    Ok(Played {
+        fault: None,
+        exits: raced.exits,
+        history: raced.history,
+        members: raced.members.into_iter().map(|(email, _)| email).collect(),
+    })
+}
+
 /// `notify run 1`: the chapter's batch, once, told as a story.
 fn run(case: &Case) -> Result<String> {
     let batch = Batch::chapter();
@@ -339,6 +365,8 @@ fn run(case: &Case) -> Result<String> {
 struct Round<'a> {
     batch: &'a Batch,
     normal: Played,
+    /// The batch with an invite made while a relay round is sending.
+    race: Option<Played>,
     crashes: Vec<Played>,
     failures: Vec<Played>,
 }
@@ -346,6 +374,7 @@ struct Round<'a> {
 impl Round<'_> {
     fn processes(&self) -> usize {
         std::iter::once(&self.normal)
+            .chain(&self.race)
             .chain(&self.crashes)
             .chain(&self.failures)
             .map(|p| p.exits.len())
@@ -361,10 +390,12 @@ fn play_round<'a>(case: &Case, batch: &'a Batch) -> Result<Round<'a>> {
         return Ok(Round {
             batch,
             normal,
+            race: None,
             crashes: Vec::new(),
             failures: Vec::new(),
         });
     }
+
     // Every invite commit the normal run made is a crash point; every one it
     // attempted is a commit to fail.
     let crash_points = normal.history.commits("invite");
@@ -380,13 +411,20 @@ fn play_round<'a>(case: &Case, batch: &'a Batch) -> Result<Round<'a>> {
             nth,
         }))
         .collect();
-    let mut played = in_parallel(&faults, |f| play(case, batch, Some(f.clone())))
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
+    // The race waits on the world, not on the cores: it runs beside them.
+    let (race, played) = std::thread::scope(|scope| {
+        let race = scope.spawn(|| play_race(case, batch));
+        let played = in_parallel(&faults, |f| play(case, batch, Some(f.clone())));
+        let race = race.join().expect("the race's thread does not panic");
+        (race, played)
+    });
+    let race = Some(race?);
+    let mut played = played.into_iter().collect::<Result<Vec<_>>>()?;
     let failures = played.split_off(crash_points.len());
     Ok(Round {
         batch,
         normal,
+        race,
         crashes: played,
         failures,
     })
@@ -607,13 +645,47 @@ fn exactly_one(round: &mut Round) -> Option<Finding> {
     };
     details.splice(0..0, misjoined);
     if details.is_empty() {
-        return None;
+        return raced_invite(round);
     }
     Some(Finding {
         evidence,
         scenario: format!("{}, played as is:", round.batch.name()),
         details,
         seed: round.batch.seed,
+        ..Default::default()
+    })
+}
+
+/// The invite made while a relay round was sending: whoever joined gets
+/// exactly one email about it, the one invited mid-round included.
+fn raced_invite(round: &Round) -> Option<Finding> {
+    let played = round.race.as_ref()?;
+    let who = raced(round.batch)?;
+    let scenario = format!(
+        "{}, its invites but {}'s queued first, then a relay round during which another process invites {} to {} (the round's first send answers once that invite is done):",
+        round.batch.name(),
+        who.email,
+        who.email,
+        who.workspace
+    );
+    if let Some(trouble) = played.trouble() {
+        return Some(Finding {
+            evidence: "the case did not finish".to_string(),
+            scenario: format!("{scenario} {trouble}"),
+            seed: round.batch.seed,
+            ..Default::default()
+        });
+    }
+    let (tally, details) = miscounted(round.batch, played);
+    if details.is_empty() {
+        return None;
+    }
+    Some(Finding {
+        evidence: format!("{} joined, {}", played.members.len(), tally.evidence()),
+        scenario,
+        details,
+        seed: round.batch.seed,
+        timeline: played.history.events.clone(),
         ..Default::default()
     })
 }

@@ -25,7 +25,7 @@ use lab::explore::{
     Run,
 };
 
-use super::invite_world::{invite_dimensions, relayed_every, Invites, Shape};
+use super::invite_world::{invite_dimensions, play_invite_race, relayed_every, Invites, Shape};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
@@ -298,6 +298,32 @@ impl Played {
     }
 }
 
+/// The invite made during a relay round: the batch's last seated one.
+fn raced(batch: &Batch) -> Option<Invite> {
+    batch.seated().last().map(|i| (*i).clone())
+}
+
+/// The batch with an invite made while a relay round is being sent (see
+/// [`play_invite_race`]), then the relay's rounds a minute later and the
+/// next day.
+fn play_race(case: &Case, batch: &Batch) -> Result<Played> {
+    let last = raced(batch);
+    let queued: Vec<Invite> = batch
+        .invites
+        .iter()
+        .filter(|i| Some(*i) != last.as_ref())
+        .cloned()
+        .collect();
+    let fixture = batch.plan(Path::new(""), None).fixture;
+    let raced = play_invite_race(case, fixture, &queued, last.as_ref(), NEXT_DAY)?;
+    Ok(Played {
+        fault: None,
+        exits: raced.exits,
+        history: raced.history,
+        members: raced.members,
+    })
+}
+
 fn play(case: &Case, batch: &Batch, fault: Option<Fault>) -> Result<Played> {
     let dir = scenario_dir()?;
     let mut exits = vec![case.start(&batch.plan(dir.path(), fault.clone()))?];
@@ -555,6 +581,8 @@ fn crash_lines(played: &Played) -> String {
 struct Round<'a> {
     batch: &'a Batch,
     normal: Played,
+    /// The batch with an invite made while a relay round is sending.
+    race: Played,
     crashes: Vec<Played>,
     timeouts: Vec<Played>,
 }
@@ -602,6 +630,9 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let normals = side_by_side(&batches, PER_CORE, |b| play(case, b, None))
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
+    let races = side_by_side(&batches, PER_CORE, |b| play_race(case, b))
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
     // A batch the case cannot finish as is names every property's failure,
     // so its faults and every later batch's go unread: they would only
     // wait on the same hang again (as in check 1).
@@ -623,10 +654,12 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     .collect::<Result<Vec<_>>>()?
     .into_iter();
     let mut rounds = Vec::new();
-    for ((batch, normal), (crashes, timeouts)) in batches.iter().zip(normals).zip(sizes) {
+    let sized = batches.iter().zip(normals).zip(races).zip(sizes);
+    for (((batch, normal), race), (crashes, timeouts)) in sized {
         rounds.push(Round {
             batch,
             normal,
+            race,
             crashes: played.by_ref().take(crashes).collect(),
             timeouts: played.by_ref().take(timeouts).collect(),
         });
@@ -634,7 +667,8 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let processes: usize = rounds
         .iter()
         .flat_map(|r| {
-            std::iter::once(&r.normal)
+            [&r.normal, &r.race]
+                .into_iter()
                 .chain(&r.crashes)
                 .chain(&r.timeouts)
         })
@@ -749,7 +783,7 @@ fn as_is(round: &mut Round) -> Option<Finding> {
     let mut details = misjoined;
     details.extend(tally.lines());
     if details.is_empty() {
-        return None;
+        return raced_invite(round);
     }
     Some(Finding {
         evidence,
@@ -759,6 +793,41 @@ fn as_is(round: &mut Round) -> Option<Finding> {
         ),
         details,
         seed: round.batch.seed,
+        ..Default::default()
+    })
+}
+
+/// The invite made while a relay round was sending: whoever joined gets
+/// exactly one email about it, the one invited mid-round included.
+fn raced_invite(round: &Round) -> Option<Finding> {
+    let played = &round.race;
+    let who = raced(round.batch)?;
+    let scenario = format!(
+        "{}, its invites but {} to {} queued first, then a relay round during which another process invites {} (the round's first send answers once that invite is done):",
+        round.batch.name(),
+        who.email,
+        who.workspace,
+        who.email
+    );
+    if let Some(trouble) = played.trouble() {
+        return Some(Finding {
+            evidence: "the case did not finish".to_string(),
+            scenario: format!("{scenario} {trouble}"),
+            seed: round.batch.seed,
+            ..Default::default()
+        });
+    }
+    let tally = Tally::of(played);
+    let details = tally.lines();
+    if details.is_empty() {
+        return None;
+    }
+    Some(Finding {
+        evidence: format!("{} joined, {}", played.members.len(), tally.evidence()),
+        scenario,
+        details,
+        seed: round.batch.seed,
+        timeline: played.history.events.clone(),
         ..Default::default()
     })
 }

@@ -7,17 +7,24 @@
 //! process aborts after an invite's commit, or an invite's commit fails.
 //! A crash inside the relay is not played: a claimed row has nobody to hand
 //! it back until chapter 6's sweep.
+//!
+//! For chapters 1 and 2 it also plays an invite made while a relay round is
+//! being sent ([`play_invite_race`]), as a web request can come at any time.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
 
+use lab::clock::MINUTE;
 use lab::explore::{Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::{read_pairs, History, WAITING};
 use lab::rng::Rng;
-use lab::scenario::{Plan, Step, APP_DB};
+use lab::runner::{scenario_dir, Case, Exit};
+use lab::scenario::{self, Plan, ProviderScript, Step, APP_DB};
+use lab::world::Recorder;
 use lab::{Invite, Worker};
 
 const NAMES: [&str; 20] = [
@@ -580,3 +587,112 @@ impl Invites for Service {
 
 /// The situations of chapters 3 and 4's world.
 const DIMENSIONS: &[Dimension<Service>] = &invite_dimensions::<Service>();
+
+/// How long SQLite lets the raced invite wait for the write lock (rusqlite's
+/// default busy timeout), which a relay that keeps a transaction open across
+/// its send holds: the processes of the race get that much more time, so
+/// that such a relay meets a refused invite, never a hang.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// What a relay round raced by an invite left behind.
+pub struct Raced {
+    pub exits: Vec<Exit>,
+    pub history: History,
+    /// (email, workspace) pairs in the memberships table.
+    pub members: Vec<(String, String)>,
+}
+
+/// An invite made while a relay round is being sent, as a web request can
+/// come at any moment. Process 1 makes the `queued` invites with no relay
+/// between them, then runs a relay round whose first send answers only
+/// once process 2 has made the `raced` invite; the round goes on, and the
+/// relay runs again a minute later. Process 3 is the service's next pass,
+/// a minute after that and again `later`. Whoever joined is owed exactly
+/// one email, the one invited mid-round included; a relay that marks rows
+/// it never sent loses that one.
+pub fn play_invite_race(
+    case: &Case,
+    fixture: Vec<String>,
+    queued: &[Invite],
+    raced: Option<&Invite>,
+    later: i64,
+) -> Result<Raced> {
+    let dir = scenario_dir()?;
+    let dir = dir.path();
+    // The parent watches the world for the first send, so it makes the
+    // world before either process starts.
+    let world = Recorder::open(dir, 0)?;
+    let invite = |i: &Invite| Step::with("invite", i, &i.email);
+    let mut steps: Vec<Step> = queued.iter().map(invite).collect();
+    steps.extend([
+        Step::new("relay"),
+        Step::advance(MINUTE),
+        Step::new("relay"),
+    ]);
+    let first = Plan {
+        dir: dir.to_path_buf(),
+        process: 1,
+        fixture: fixture.clone(),
+        steps,
+        provider: ProviderScript {
+            announce: true,
+            hold_until_any: vec![scenario::Moment::Ended(2)],
+            hold_op: Some("relay".to_string()),
+            hold_limit_ms: (case.timeout * 3 / 2 + 2 * LOCK_WAIT).as_millis() as u64,
+            ..ProviderScript::default()
+        },
+        ..Plan::default()
+    };
+    // If process 1 ends before it has made the database, process 2 makes it.
+    let second = Plan {
+        dir: dir.to_path_buf(),
+        process: 2,
+        fixture,
+        steps: raced.into_iter().map(invite).collect(),
+        ..Plan::default()
+    };
+    let third = Plan {
+        dir: dir.to_path_buf(),
+        process: 3,
+        steps: vec![
+            Step::advance(MINUTE),
+            Step::new("relay"),
+            Step::advance(later),
+            Step::new("relay"),
+        ],
+        ..Plan::default()
+    };
+    // Process 1 waits for process 2, which may wait for process 1's lock:
+    // each may run longer before it counts as hung.
+    let held = Case {
+        timeout: case.timeout * 2 + 2 * LOCK_WAIT,
+        ..case.clone()
+    };
+    let waiting = Case {
+        timeout: case.timeout + 2 * LOCK_WAIT,
+        ..case.clone()
+    };
+    let mut exits = std::thread::scope(|scope| -> Result<Vec<Exit>> {
+        let running = scope.spawn(|| held.start(&first));
+        while !running.is_finished() && !world.reached(scenario::Moment::Sending(1))? {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let second = waiting.start(&second);
+        Recorder::open(dir, 2)?.record_ended(2)?;
+        let first = running
+            .join()
+            .expect("the thread running process 1 does not panic");
+        Ok(vec![first?, second?])
+    })?;
+    exits.push(case.start(&third)?);
+    let history = History::read(dir)?;
+    let members = match dir.join(APP_DB).exists() {
+        true => read_pairs(dir, "SELECT email, workspace FROM memberships")?,
+        false => Vec::new(),
+    };
+    Ok(Raced {
+        exits,
+        history,
+        members,
+    })
+}

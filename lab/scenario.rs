@@ -118,6 +118,11 @@ pub struct ProviderScript {
     /// ([`Moment::Sending`]) whatever [`ProviderScript::announce`] says.
     #[serde(default)]
     pub hold_each: Vec<(String, Vec<Moment>)>,
+    /// Only sends made by this operation are announced and held; `None`:
+    /// every send. A race about the relay leaves a send made inside an
+    /// invite alone.
+    #[serde(default)]
+    pub hold_op: Option<String>,
     /// How long, in real milliseconds, a send waits for
     /// [`ProviderScript::hold_until_any`] at most; 0 means
     /// [`HOLD_LIMIT_MS`].

@@ -301,3 +301,19 @@ fn one_outbox_row_per_recipient_loses_an_invite_waiting_beside_another() {
         "{detail}"
     );
 }
+
+#[test]
+fn marking_the_whole_round_at_its_end_loses_an_invite_made_during_it() {
+    // An invite can commit while a relay round is sending: a relay that
+    // marks every unsent row at the end marks that one too, unsent.
+    let (code, report) = common::checked_json(&["1", "--variant", "mark-round-at-end"]);
+    assert_eq!(code, 1);
+    assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    let scenario = report["verdicts"][1]["scenario"].as_str().unwrap();
+    assert!(
+        scenario.contains("during which another process invites"),
+        "{scenario}"
+    );
+    let details = report["verdicts"][1]["details"].to_string();
+    assert!(details.contains("got no email"), "{details}");
+}

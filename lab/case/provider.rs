@@ -146,8 +146,17 @@ impl Provider {
         html: Option<&str>,
         key: Option<&str>,
     ) -> Result<(), SendError> {
-        let own_hold = self.script.hold_each.iter().find(|(r, _)| r == to);
-        if self.script.announce || own_hold.is_some() {
+        let in_op = match &self.script.hold_op {
+            None => true,
+            Some(op) => lock(&self.recorder).op() == Some(op.as_str()),
+        };
+        let own_hold = self
+            .script
+            .hold_each
+            .iter()
+            .find(|(r, _)| r == to)
+            .filter(|_| in_op);
+        if in_op && (self.script.announce || own_hold.is_some()) {
             lock(&self.recorder).record_sending()?;
         }
         // The provider's latency is real time, spent outside every lock.
@@ -163,7 +172,7 @@ impl Provider {
             Some((_, moments)) => moments,
             None => &self.script.hold_until_any,
         };
-        if !held.is_empty() {
+        if in_op && !held.is_empty() {
             self.hold(to, held)?;
         }
 
