@@ -23,7 +23,9 @@ use lab::explore::{
     Run,
 };
 
-use super::invite_world::{invite_dimensions, play_invite_race, relayed_every, Invites, Shape};
+use super::invite_world::{
+    invite_dimensions, play_invite_race, relayed_every, Invites, Raced, Shape,
+};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
@@ -256,29 +258,27 @@ fn play(case: &Case, batch: &Batch, fault: Option<Fault>) -> Result<Played> {
     })
 }
 
-/// The invite made during a relay round: the batch's last seated one.
-fn raced(batch: &Batch) -> Option<Invite> {
-    batch.seated().last().map(|i| (*i).clone())
-}
-
 /// The batch with an invite made while a relay round is being sent (see
-/// [`play_invite_race`]), then the relay's next rounds.
-fn play_race(case: &Case, batch: &Batch) -> Result<Played> {
-    let last = raced(batch);
-    let queued: Vec<Invite> = batch
-        .invites
-        .iter()
-        .filter(|i| Some(*i) != last.as_ref())
-        .cloned()
-        .collect();
+/// [`play_invite_race`]): its last seated invite, made during the round.
+/// With the scenario's line for a finding.
+fn play_race(case: &Case, batch: &Batch) -> Result<(Played, String)> {
+    let last = batch.seated().last().map(|i| (*i).clone());
     let fixture = batch.plan(Path::new(""), None).fixture;
-    let raced = play_invite_race(case, fixture, &queued, last.as_ref(), 60 * MINUTE)?;
-    Ok(Played {
+    let raced = play_invite_race(case, fixture, &batch.invites, last.as_ref(), 60 * MINUTE)?;
+    let scenario = raced.scenario(&batch.name());
+    let Raced {
+        exits,
+        history,
+        members,
+        ..
+    } = raced;
+    let played = Played {
         fault: None,
-        exits: raced.exits,
-        history: raced.history,
-        members: raced.members.into_iter().map(|(email, _)| email).collect(),
-    })
+        exits,
+        history,
+        members: members.into_iter().map(|(email, _)| email).collect(),
+    };
+    Ok((played, scenario))
 }
 
 /// `notify run 1`: the chapter's batch, once, told as a story.
@@ -365,8 +365,9 @@ fn run(case: &Case) -> Result<String> {
 struct Round<'a> {
     batch: &'a Batch,
     normal: Played,
-    /// The batch with an invite made while a relay round is sending.
-    race: Option<Played>,
+    /// The batch with an invite made while a relay round is sending, and
+    /// its scenario line.
+    race: Option<(Played, String)>,
     crashes: Vec<Played>,
     failures: Vec<Played>,
 }
@@ -374,7 +375,7 @@ struct Round<'a> {
 impl Round<'_> {
     fn processes(&self) -> usize {
         std::iter::once(&self.normal)
-            .chain(&self.race)
+            .chain(self.race.as_ref().map(|(played, _)| played))
             .chain(&self.crashes)
             .chain(&self.failures)
             .map(|p| p.exits.len())
@@ -659,15 +660,7 @@ fn exactly_one(round: &mut Round) -> Option<Finding> {
 /// The invite made while a relay round was sending: whoever joined gets
 /// exactly one email about it, the one invited mid-round included.
 fn raced_invite(round: &Round) -> Option<Finding> {
-    let played = round.race.as_ref()?;
-    let who = raced(round.batch)?;
-    let scenario = format!(
-        "{}, its invites but {}'s queued first, then a relay round during which another process invites {} to {} (the round's first send answers once that invite is done):",
-        round.batch.name(),
-        who.email,
-        who.email,
-        who.workspace
-    );
+    let (played, scenario) = round.race.as_ref()?;
     if let Some(trouble) = played.trouble() {
         return Some(Finding {
             evidence: "the case did not finish".to_string(),
@@ -682,7 +675,7 @@ fn raced_invite(round: &Round) -> Option<Finding> {
     }
     Some(Finding {
         evidence: format!("{} joined, {}", played.members.len(), tally.evidence()),
-        scenario,
+        scenario: scenario.clone(),
         details,
         seed: round.batch.seed,
         timeline: played.history.events.clone(),

@@ -25,7 +25,9 @@ use lab::explore::{
     Run,
 };
 
-use super::invite_world::{invite_dimensions, play_invite_race, relayed_every, Invites, Shape};
+use super::invite_world::{
+    invite_dimensions, play_invite_race, relayed_every, Invites, Raced, Shape,
+};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
@@ -298,30 +300,27 @@ impl Played {
     }
 }
 
-/// The invite made during a relay round: the batch's last seated one.
-fn raced(batch: &Batch) -> Option<Invite> {
-    batch.seated().last().map(|i| (*i).clone())
-}
-
 /// The batch with an invite made while a relay round is being sent (see
-/// [`play_invite_race`]), then the relay's rounds a minute later and the
-/// next day.
-fn play_race(case: &Case, batch: &Batch) -> Result<Played> {
-    let last = raced(batch);
-    let queued: Vec<Invite> = batch
-        .invites
-        .iter()
-        .filter(|i| Some(*i) != last.as_ref())
-        .cloned()
-        .collect();
+/// [`play_invite_race`]): its last seated invite, made during the round.
+/// With the scenario's line for a finding.
+fn play_race(case: &Case, batch: &Batch) -> Result<(Played, String)> {
+    let last = batch.seated().last().map(|i| (*i).clone());
     let fixture = batch.plan(Path::new(""), None).fixture;
-    let raced = play_invite_race(case, fixture, &queued, last.as_ref(), NEXT_DAY)?;
-    Ok(Played {
+    let raced = play_invite_race(case, fixture, &batch.invites, last.as_ref(), NEXT_DAY)?;
+    let scenario = raced.scenario(&batch.name());
+    let Raced {
+        exits,
+        history,
+        members,
+        ..
+    } = raced;
+    let played = Played {
         fault: None,
-        exits: raced.exits,
-        history: raced.history,
-        members: raced.members,
-    })
+        exits,
+        history,
+        members: members,
+    };
+    Ok((played, scenario))
 }
 
 fn play(case: &Case, batch: &Batch, fault: Option<Fault>) -> Result<Played> {
@@ -581,8 +580,9 @@ fn crash_lines(played: &Played) -> String {
 struct Round<'a> {
     batch: &'a Batch,
     normal: Played,
-    /// The batch with an invite made while a relay round is sending.
-    race: Played,
+    /// The batch with an invite made while a relay round is sending, and
+    /// its scenario line.
+    race: Option<(Played, String)>,
     crashes: Vec<Played>,
     timeouts: Vec<Played>,
 }
@@ -630,13 +630,20 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let normals = side_by_side(&batches, PER_CORE, |b| play(case, b, None))
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
-    let races = side_by_side(&batches, PER_CORE, |b| play_race(case, b))
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?;
     // A batch the case cannot finish as is names every property's failure,
     // so its faults and every later batch's go unread: they would only
     // wait on the same hang again (as in check 1).
     let troubled = normals.iter().position(|n| n.trouble().is_some());
+    // A case that cannot finish a batch as is is not raced: its trouble is
+    // what the learner sees first.
+    let raced: &[Batch] = match troubled {
+        Some(_) => &[],
+        None => &batches,
+    };
+    let mut races = side_by_side(raced, PER_CORE, |b| play_race(case, b))
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?
+        .into_iter();
     let mut jobs: Vec<(usize, Fault)> = Vec::new();
     let mut sizes = Vec::new();
     for (b, normal) in normals.iter().enumerate() {
@@ -654,12 +661,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     .collect::<Result<Vec<_>>>()?
     .into_iter();
     let mut rounds = Vec::new();
-    let sized = batches.iter().zip(normals).zip(races).zip(sizes);
-    for (((batch, normal), race), (crashes, timeouts)) in sized {
+    for ((batch, normal), (crashes, timeouts)) in batches.iter().zip(normals).zip(sizes) {
         rounds.push(Round {
             batch,
             normal,
-            race,
+            race: races.next(),
             crashes: played.by_ref().take(crashes).collect(),
             timeouts: played.by_ref().take(timeouts).collect(),
         });
@@ -667,8 +673,8 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let processes: usize = rounds
         .iter()
         .flat_map(|r| {
-            [&r.normal, &r.race]
-                .into_iter()
+            std::iter::once(&r.normal)
+                .chain(r.race.as_ref().map(|(played, _)| played))
                 .chain(&r.crashes)
                 .chain(&r.timeouts)
         })
@@ -800,15 +806,7 @@ fn as_is(round: &mut Round) -> Option<Finding> {
 /// The invite made while a relay round was sending: whoever joined gets
 /// exactly one email about it, the one invited mid-round included.
 fn raced_invite(round: &Round) -> Option<Finding> {
-    let played = &round.race;
-    let who = raced(round.batch)?;
-    let scenario = format!(
-        "{}, its invites but {} to {} queued first, then a relay round during which another process invites {} (the round's first send answers once that invite is done):",
-        round.batch.name(),
-        who.email,
-        who.workspace,
-        who.email
-    );
+    let (played, scenario) = round.race.as_ref()?;
     if let Some(trouble) = played.trouble() {
         return Some(Finding {
             evidence: "the case did not finish".to_string(),
@@ -824,7 +822,7 @@ fn raced_invite(round: &Round) -> Option<Finding> {
     }
     Some(Finding {
         evidence: format!("{} joined, {}", played.members.len(), tally.evidence()),
-        scenario,
+        scenario: scenario.clone(),
         details,
         seed: round.batch.seed,
         timeline: played.history.events.clone(),

@@ -642,11 +642,13 @@ impl Played {
             .collect()
     }
 
-    /// When emails with `p`'s text reached its person, in order.
+    /// When emails with `p`'s news reached its person, in order. The
+    /// email carries the news and may say more ("in case you missed our
+    /// notification"), as the chapter advises.
     fn emails_about(&self, p: &Published) -> Vec<i64> {
         self.history
             .emails_to(&p.person.email())
-            .filter(|d| d.body == p.notice.text)
+            .filter(|d| d.body.contains(&p.notice.text))
             .map(|d| d.at_ms)
             .collect()
     }
@@ -664,7 +666,7 @@ impl Played {
     fn misaddressed(&self, p: &Published) -> Option<String> {
         self.history
             .emails()
-            .find(|d| d.body == p.notice.text && d.recipient != p.person.email())
+            .find(|d| d.body.contains(&p.notice.text) && d.recipient != p.person.email())
             .map(|d| d.recipient.clone())
     }
 
@@ -2177,10 +2179,19 @@ impl Explorer for Generated {
                 ));
             }
         }
+        // An email carries its news and may say more: it is the news's
+        // email if it contains the news's text.
         let subject_of = |channel: &str, recipient: &str, body: &str| {
             known
                 .iter()
-                .find(|((c, r, b), _)| c == channel && r == recipient && b == body)
+                .find(|((c, r, b), _)| {
+                    c == channel
+                        && r == recipient
+                        && match channel {
+                            "email" => body.contains(b.as_str()),
+                            _ => b == body,
+                        }
+                })
                 .map(|(_, s)| s.clone())
                 .unwrap_or_else(|| {
                     // Named after its notice too, if its text is one: a
@@ -2193,14 +2204,16 @@ impl Explorer for Generated {
                     }
                 })
         };
-        let mut keys: Vec<(String, String, String)> =
-            known.iter().map(|(k, _)| k.clone()).collect();
+        // What was queued or sent first, under its own text: a message the
+        // rules speak of but nobody queued comes last, with nothing to show.
+        let mut keys: Vec<(String, String, String)> = Vec::new();
         for q in &outbox {
             keys.push((q.channel.clone(), q.recipient.clone(), q.body.clone()));
         }
         for d in &run.history.deliveries {
             keys.push((d.channel.clone(), d.recipient.clone(), d.body.clone()));
         }
+        keys.extend(known.iter().map(|(k, _)| k.clone()));
         let mut fates = BTreeMap::new();
         for (channel, recipient, body) in keys {
             let subject = subject_of(&channel, &recipient, &body);

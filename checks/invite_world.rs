@@ -596,6 +596,8 @@ const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// What a relay round raced by an invite left behind.
 pub struct Raced {
+    /// The invite made during the round.
+    pub raced: Option<Invite>,
     pub exits: Vec<Exit>,
     pub history: History,
     /// (email, workspace) pairs in the memberships table.
@@ -603,9 +605,9 @@ pub struct Raced {
 }
 
 /// An invite made while a relay round is being sent, as a web request can
-/// come at any moment. Process 1 makes the `queued` invites with no relay
-/// between them, then runs a relay round whose first send answers only
-/// once process 2 has made the `raced` invite; the round goes on, and the
+/// come at any moment. Process 1 makes the `invites` but `raced` with no
+/// relay between them, then runs a relay round whose first send answers
+/// only once process 2 has made the `raced` invite; the round goes on, and the
 /// relay runs again a minute later. Process 3 is the service's next pass,
 /// a minute after that and again `later`. Whoever joined is owed exactly
 /// one email, the one invited mid-round included; a relay that marks rows
@@ -613,17 +615,18 @@ pub struct Raced {
 pub fn play_invite_race(
     case: &Case,
     fixture: Vec<String>,
-    queued: &[Invite],
+    invites: &[Invite],
     raced: Option<&Invite>,
     later: i64,
 ) -> Result<Raced> {
+    let queued = invites.iter().filter(|i| Some(*i) != raced);
     let dir = scenario_dir()?;
     let dir = dir.path();
     // The parent watches the world for the first send, so it makes the
     // world before either process starts.
     let world = Recorder::open(dir, 0)?;
     let invite = |i: &Invite| Step::with("invite", i, &i.email);
-    let mut steps: Vec<Step> = queued.iter().map(invite).collect();
+    let mut steps: Vec<Step> = queued.map(invite).collect();
     steps.extend([
         Step::new("relay"),
         Step::advance(MINUTE),
@@ -691,8 +694,22 @@ pub fn play_invite_race(
         false => Vec::new(),
     };
     Ok(Raced {
+        raced: raced.cloned(),
         exits,
         history,
         members,
     })
+}
+
+impl Raced {
+    /// The scenario line of a finding about the race.
+    pub fn scenario(&self, batch: &str) -> String {
+        match &self.raced {
+            Some(who) => format!(
+                "{batch}, its invites but {}'s queued first, then a relay round during which another process invites {} to {} (the round's first send answers once that invite is done):",
+                who.email, who.email, who.workspace
+            ),
+            None => format!("{batch}, its invites queued, then a relay round:"),
+        }
+    }
 }
