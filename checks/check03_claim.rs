@@ -574,6 +574,22 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     })
 }
 
+/// Chapter 3's rule, held by the later chapters of the invite world: the
+/// chapter's race (two relays over 120 queued rows and 3 more invites)
+/// played on their case. A finding if a row went to the provider more than
+/// once or the race did not finish; the rows, and the processes it ran.
+pub(crate) fn replay_race(case: &Case) -> Result<(Option<Finding>, usize, usize)> {
+    let race = Race::chapter();
+    let played = play(case, &race)?;
+    let round = Round {
+        race: &race,
+        played: &played,
+        tally: Tally::of(&race, &played),
+    };
+    let finding = smallest(std::slice::from_ref(&round), repeated);
+    Ok((finding, round.tally.rows, played.exits.len()))
+}
+
 /// One race as played, with its tally.
 struct Round<'a> {
     race: &'a Race,

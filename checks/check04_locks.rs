@@ -40,6 +40,7 @@ pub const CHAPTER: Chapter = Chapter {
 const NO_FAILURE: &str = "no invite fails while the relay sends";
 const SHORT_WAIT: &str = "no invite waits more than a quarter of a send";
 const EXACTLY_ONE: &str = "every member gets exactly one email";
+const RACED: &str = "each row goes to the provider once while two relays race (chapter 3)";
 
 /// The busy timeout the shipped invite uses, in ms. The invites' schedule
 /// is laid out around it: each one starts and ends well inside the relay's
@@ -584,6 +585,9 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
                 .find_map(|(b, p)| p.iter().find_map(|played| exactly_one(b, played))),
         ),
     ];
+    // Chapter 3's race, after the timed plays, so that it does not slow them.
+    let (raced, rows, race_processes) = super::check03_claim::replay_race(case)?;
+    verdicts.push(judge(RACED, format!("{rows} sends for {rows} rows"), raced));
     let explored = lab::explore::explore(
         &super::invite_world::Generated,
         "04",
@@ -594,7 +598,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
-        processes: processes + explored.processes,
+        processes: processes + race_processes + explored.processes,
     })
 }
 
