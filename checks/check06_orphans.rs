@@ -399,12 +399,22 @@ impl Batch {
                 ..scenario(What::LateAfter, one(), self.late)
             });
             scenarios.push(scenario(What::LateDuring, one(), RESEND_RUN));
+            scenarios.push(Scenario {
+                same_host: true,
+                ..scenario(What::LateDuring, one(), RESEND_RUN)
+            });
         }
-        scenarios.push(scenario(
-            What::LongBatch,
-            self.long.clone(),
-            (held as i64 + 1) * self.send,
-        ));
+        // The long batch's second dispatcher shares the first one's host
+        // name when the late one does: a renewal must be fenced by more
+        // than the name.
+        scenarios.push(Scenario {
+            same_host: self.same_host,
+            ..scenario(
+                What::LongBatch,
+                self.long.clone(),
+                (held as i64 + 1) * self.send,
+            )
+        });
         let mut poison = scenario(What::Poison, one(), POISON_RUN);
         poison.refused = self.people.get(1).cloned();
         scenarios.push(poison);
@@ -466,14 +476,21 @@ impl Scenario {
                     true => "its last send".to_string(),
                     false => format!("its send of row {}", self.held + 1),
                 };
-                format!(
+                let batch = format!(
                     "dispatcher 1 claims {} rows at 0:00 and sends them one by one, {} or more each; dispatcher 2 runs beside {beside}, from {} to {}",
                     self.people.len(),
                     span(self.send),
                     clock(self.span - self.send),
                     clock(self.span)
-                )
+                );
+                match self.same_host {
+                    true => format!("{batch}, under dispatcher 1's host name, {SHARED_HOST}"),
+                    false => batch,
+                }
             }
+            What::LateDuring if self.same_host => format!(
+                "dispatcher 1's send to {who} hangs, then fails while dispatcher 2 resends it; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}"
+            ),
             What::LateDuring => format!(
                 "dispatcher 1's send to {who} hangs, then fails while dispatcher 2 resends it"
             ),

@@ -348,10 +348,37 @@ impl Scenario {
         }
         let mut s = Scenario::outage(seed);
         s.hangs = seed % 2 == 1;
-        if seed % 3 == 2 {
-            s.rate_limit_crowd(seed);
+        match seed % 3 {
+            1 => s.down_again(seed),
+            _ => s.rate_limit_crowd(seed),
         }
         s
+    }
+
+    /// The failing channel goes down a second time, 2 to 4 minutes after
+    /// it came back, for 1 to 3 minutes, with a backlog of 5 to 8 rows of
+    /// its people landing as it goes down: a breaker that opened and closed
+    /// once must open, probe and close again.
+    fn down_again(&mut self, seed: u64) {
+        let mut rng = Rng::new(seed ^ 0x0707_2d0e);
+        let Some(&(_, first_end)) = self.outages.last() else {
+            return;
+        };
+        let start = first_end + rng.between(4, 8) as i64 * 30 * SECOND;
+        let end = start + rng.between(2, 6) as i64 * 30 * SECOND;
+        self.outages.push((start, end));
+        let on_down: Vec<Person> = self
+            .people
+            .iter()
+            .filter(|p| p.channel == self.down)
+            .cloned()
+            .collect();
+        let mut told: Vec<&Person> = on_down.iter().collect();
+        rng.shuffle(&mut told);
+        told.truncate(rng.between(5, 8) as usize);
+        self.publish(start, &told);
+        self.published.sort_by_key(|p| p.at_ms);
+        self.until_ms = self.until_ms.max(end + DRAIN);
     }
 
     /// A long outage over a small backlog: 4 to 7 rows on the failing

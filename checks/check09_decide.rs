@@ -347,11 +347,13 @@ impl Batch {
                     _ => *rng.pick(&KINDS),
                 };
                 // Some land a few minutes either side of 22:00 or 08:00 on
-                // the person's clock; the rest anywhere in eight hours.
+                // the person's clock, at any second, so that the wake-up
+                // after a publish may fall on the other side of the edge;
+                // the rest anywhere in eight hours.
                 let at = match rng.between(0, 3) {
                     0 => {
                         let edge = local_edge(night, p.zone, rng.between(0, 1) == 0);
-                        (edge + (rng.between(0, 6) as i64 - 3) * MINUTE).max(0)
+                        (edge + (rng.between(0, 360) as i64 - 180) * SECOND).max(0)
                     }
                     _ => rng.between(0, 480) as i64 * MINUTE,
                 };
@@ -618,13 +620,28 @@ impl Batch {
         let mut now = from;
         for (at, step) in due {
             if at > now {
-                steps.push(schedule(at));
+                steps.extend(Batch::wait(from, now, at));
                 now = at;
             }
             steps.push(step);
         }
-        steps.push(schedule(to));
+        steps.extend(Batch::wait(from, now, to));
         steps
+    }
+
+    /// The dispatcher's wake-ups from `now` until `until`, on its minute
+    /// grid: a publish or a switch between two wake-ups does not wake it,
+    /// so a push published at 21:59:30 is first claimed at 22:00. A process
+    /// that starts (at `from`) wakes at once.
+    fn wait(from: i64, now: i64, until: i64) -> Vec<Step> {
+        let next = (now + WAKE_UP - 1).div_euclid(WAKE_UP) * WAKE_UP;
+        if now == from || next == now {
+            return vec![schedule(until)];
+        }
+        if until <= next {
+            return vec![Step::advance(until - now)];
+        }
+        vec![Step::advance(next - now), schedule(until)]
     }
 
     fn plans(&self, dir: &Path) -> Vec<Plan> {
@@ -1177,6 +1194,21 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
                             && b.morning(&n.person, n.at)
                                 .is_some_and(|m| (n.at..m).contains(&c.at))
                     })
+            })
+        },
+    },
+    Dimension {
+        name: "a push published in the last minute before quiet hours, first claimed after they begin",
+        reached: |b| {
+            b.notices.iter().any(|n| {
+                !n.critical()
+                    && n.at % WAKE_UP != 0
+                    && b.enabled(&n.person, n.kind, "push", n.at)
+                    && b.morning(&n.person, n.at).is_none()
+                    && b.morning(&n.person, n.at + WAKE_UP).is_some()
+                    // No deploy before the next wake-up, whose new process
+                    // would wake at once.
+                    && b.restart_at.is_none_or(|r| r <= n.at || r >= n.at + WAKE_UP)
             })
         },
     },

@@ -476,6 +476,7 @@ fn wrong_fixes_the_wider_random_batches_show() {
             vec![0, 1],
             "random lull (seed 3)",
         ),
+        ("probe-flag-not-reset", vec![1], "random batch (seed 1)"),
     ] {
         let (report, _) = variant(name);
         assert_eq!(failed(&report), want, "{name}");

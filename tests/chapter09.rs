@@ -157,6 +157,10 @@ const WRONG_FIXES: &[(&str, &str)] = &[
         "hold-counts-attempt",
         "PASS PASS FAIL PASS FAIL PASS PASS PASS PASS PASS",
     ),
+    (
+        "night-recheck-retries-only",
+        "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+    ),
 ];
 
 #[test]
