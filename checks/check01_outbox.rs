@@ -24,7 +24,7 @@ use lab::explore::{
 };
 
 use super::invite_world::{
-    invite_dimensions, play_invite_race, relayed_every, Invites, Raced, Shape,
+    invite_dimensions, play_invite_race, race_finding, relayed_every, Invites, Shape,
 };
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding, Verdict};
@@ -264,21 +264,15 @@ fn play(case: &Case, batch: &Batch, fault: Option<Fault>) -> Result<Played> {
 fn play_race(case: &Case, batch: &Batch) -> Result<(Played, String)> {
     let last = batch.seated().last().map(|i| (*i).clone());
     let fixture = batch.plan(Path::new(""), None).fixture;
-    let raced = play_invite_race(case, fixture, &batch.invites, last.as_ref(), 60 * MINUTE)?;
-    let scenario = raced.scenario(&batch.name());
-    let Raced {
-        exits,
-        history,
-        members,
-        ..
-    } = raced;
+    let (name, invites) = (batch.name(), &batch.invites);
+    let raced = play_invite_race(case, &name, fixture, invites, last.as_ref(), 60 * MINUTE)?;
     let played = Played {
         fault: None,
-        exits,
-        history,
-        members: members.into_iter().map(|(email, _)| email).collect(),
+        exits: raced.exits,
+        history: raced.history,
+        members: raced.members.into_iter().map(|(email, _)| email).collect(),
     };
-    Ok((played, scenario))
+    Ok((played, raced.scenario))
 }
 
 /// `notify run 1`: the chapter's batch, once, told as a story.
@@ -661,26 +655,16 @@ fn exactly_one(round: &mut Round) -> Option<Finding> {
 /// exactly one email about it, the one invited mid-round included.
 fn raced_invite(round: &Round) -> Option<Finding> {
     let (played, scenario) = round.race.as_ref()?;
-    if let Some(trouble) = played.trouble() {
-        return Some(Finding {
-            evidence: "the case did not finish".to_string(),
-            scenario: format!("{scenario} {trouble}"),
-            seed: round.batch.seed,
-            ..Default::default()
-        });
-    }
     let (tally, details) = miscounted(round.batch, played);
-    if details.is_empty() {
-        return None;
-    }
-    Some(Finding {
-        evidence: format!("{} joined, {}", played.members.len(), tally.evidence()),
-        scenario: scenario.clone(),
-        details,
-        seed: round.batch.seed,
-        timeline: played.history.events.clone(),
-        ..Default::default()
-    })
+    let judged = (tally.evidence(), details);
+    race_finding(
+        scenario,
+        played.trouble(),
+        played.members.len(),
+        judged,
+        &played.history,
+        round.batch.seed,
+    )
 }
 
 /// A fault property cannot hold when the batch it replays did not run, or

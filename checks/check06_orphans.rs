@@ -198,17 +198,17 @@ enum Answer {
     /// Refused for good (a 422): the row would be a dead letter.
     Refused,
     /// No answer at all: the send times out.
-    NoAnswer,
+    Silent,
 }
 
 impl Answer {
-    const ALL: [Answer; 3] = [Answer::Unavailable, Answer::Refused, Answer::NoAnswer];
+    const ALL: [Answer; 3] = [Answer::Unavailable, Answer::Refused, Answer::Silent];
 
     fn said(self) -> &'static str {
         match self {
             Answer::Unavailable => "with a 503",
             Answer::Refused => "refused for good (a 422)",
-            Answer::NoAnswer => "with no answer (a timeout)",
+            Answer::Silent => "with no answer (a timeout)",
         }
     }
 
@@ -224,7 +224,7 @@ impl Answer {
                 rejected: one,
                 ..ProviderScript::default()
             },
-            Answer::NoAnswer => ProviderScript {
+            Answer::Silent => ProviderScript {
                 unanswered: one,
                 ..ProviderScript::default()
             },

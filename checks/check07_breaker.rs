@@ -343,7 +343,7 @@ impl Scenario {
     /// ([`Scenario::lull`]); on another, a crowd on the working channel is
     /// answered 429 at once ([`Scenario::rate_limit_crowd`]).
     fn random(seed: u64) -> Scenario {
-        if seed % 3 == 0 {
+        if seed.is_multiple_of(3) {
             return Scenario::lull(seed);
         }
         let mut s = Scenario::outage(seed);

@@ -21,6 +21,7 @@ use serde::Serialize;
 use lab::clock::MINUTE;
 use lab::explore::{Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
 use lab::history::{read_pairs, History, WAITING};
+use lab::report::Finding;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{self, Plan, ProviderScript, Step, APP_DB};
@@ -596,8 +597,8 @@ const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// What a relay round raced by an invite left behind.
 pub struct Raced {
-    /// The invite made during the round.
-    pub raced: Option<Invite>,
+    /// The scenario's line for a finding about it.
+    pub scenario: String,
     pub exits: Vec<Exit>,
     pub history: History,
     /// (email, workspace) pairs in the memberships table.
@@ -614,6 +615,7 @@ pub struct Raced {
 /// it never sent loses that one.
 pub fn play_invite_race(
     case: &Case,
+    batch: &str,
     fixture: Vec<String>,
     invites: &[Invite],
     raced: Option<&Invite>,
@@ -693,23 +695,49 @@ pub fn play_invite_race(
         true => read_pairs(dir, "SELECT email, workspace FROM memberships")?,
         false => Vec::new(),
     };
+    let scenario = match raced {
+        Some(who) => format!(
+            "{batch}, its invites but {}'s queued first, then a relay round during which another process invites {} to {} (the round's first send answers once that invite is done):",
+            who.email, who.email, who.workspace
+        ),
+        None => format!("{batch}, its invites queued, then a relay round:"),
+    };
     Ok(Raced {
-        raced: raced.cloned(),
+        scenario,
         exits,
         history,
         members,
     })
 }
 
-impl Raced {
-    /// The scenario line of a finding about the race.
-    pub fn scenario(&self, batch: &str) -> String {
-        match &self.raced {
-            Some(who) => format!(
-                "{batch}, its invites but {}'s queued first, then a relay round during which another process invites {} to {} (the round's first send answers once that invite is done):",
-                who.email, who.email, who.workspace
-            ),
-            None => format!("{batch}, its invites queued, then a relay round:"),
-        }
+/// The finding of a race: the trouble that stopped it, or what went wrong
+/// for the `joined` members (`evidence`, one line each in `details`);
+/// `None` when nothing did.
+pub fn race_finding(
+    scenario: &str,
+    trouble: Option<String>,
+    joined: usize,
+    (evidence, details): (String, Vec<String>),
+    history: &History,
+    seed: Option<u64>,
+) -> Option<Finding> {
+    if let Some(trouble) = trouble {
+        return Some(Finding {
+            evidence: "the case did not finish".to_string(),
+            scenario: format!("{scenario} {trouble}"),
+            seed,
+            ..Default::default()
+        });
     }
+    if details.is_empty() {
+        return None;
+    }
+    Some(Finding {
+        evidence: format!("{joined} joined, {evidence}"),
+        scenario: scenario.to_string(),
+        details,
+        seed,
+        timeline: history.events.clone(),
+        ..Default::default()
+    })
 }
