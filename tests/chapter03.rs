@@ -271,6 +271,15 @@ fn mistakes_made_while_following_the_chapter_fail() {
         pattern(&report),
         "PASS FAIL PASS PASS FAIL FAIL PASS FAIL PASS"
     );
+    // One batch per call: a race whose relays each call relay() once
+    // leaves the rows past their first claims waiting.
+    let (_, report) = checked_json(&["3", "--variant", "one-claim-per-call"]);
+    assert_eq!(
+        pattern(&report),
+        "PASS FAIL PASS PASS PASS PASS PASS PASS PASS"
+    );
+    let scenario = report["verdicts"][1]["scenario"].as_str().unwrap();
+    assert!(scenario.contains("running relay() once"), "{scenario}");
 }
 
 #[test]
