@@ -14,27 +14,19 @@
 use std::path::Path;
 
 use anyhow::Result;
-use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::MINUTE;
-use lab::explore::{
-    explore, rules_of, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule,
-    Run,
-};
 
-use super::invite_world::{
-    invite_dimensions, play_invite_race, race_finding, relayed_every, Invites, Shape,
-};
+use super::invite_world::{play_invite_race, race_finding, seat_fixture, NAMES};
+use super::invited::{Generated, WORKSPACES};
 use lab::history::{read_pairs, History};
-use lab::report::{judge, Finding, Verdict};
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
 use lab::world::Kind;
 use lab::Invite;
-
-use super::invite_world::observe_invites;
 
 pub const CHAPTER: Chapter = Chapter {
     number: 1,
@@ -45,27 +37,13 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0x4b84_039e_e2c3_1853,
     run,
     check,
-    coverage: |budget| lab::explore::coverage(&Generated, budget),
+    coverage: |budget| lab::explore::coverage(&Generated(1), budget),
 };
 
 const ROLLED_BACK: &str = "no email for an invite that rolled back";
 const EXACTLY_ONE: &str = "every new member gets exactly one email";
 const CRASH: &str = "a crash straight after the commit still sends the email, once";
 const FAILING: &str = "no email when the commit itself fails";
-
-const NAMES: [&str; 20] = [
-    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
-    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-];
-/// No name is a prefix of another: an email names its workspace.
-const WORKSPACES: [&str; 6] = [
-    "ws_nova",
-    "ws_delta",
-    "ws_pine",
-    "ws_harbor",
-    "ws_quartz",
-    "ws_ember",
-];
 
 /// A batch of invites and the workspaces they go to.
 struct Batch {
@@ -160,13 +138,6 @@ impl Batch {
     }
 
     fn plan(&self, dir: &std::path::Path, fault: Option<Fault>) -> Plan {
-        let fixture = self
-            .workspaces
-            .iter()
-            .map(|(id, seats)| {
-                format!("INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})")
-            })
-            .collect();
         let steps = self
             .invites
             .iter()
@@ -175,7 +146,7 @@ impl Batch {
         Plan {
             dir: dir.to_path_buf(),
             process: 1,
-            fixture,
+            fixture: seat_fixture(&self.workspaces),
             steps,
             fault,
             ..Plan::default()
@@ -456,43 +427,12 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         judge(CRASH, crashed, rounds.iter_mut().find_map(crash)),
         judge(FAILING, failed, rounds.iter_mut().find_map(failing)),
     ];
-    // A case that cannot finish the chapter's batch is not explored: every
-    // generated scenario would end the same way, and prove nothing.
-    let explored = match trouble {
-        Some(trouble) => Explored {
-            verdicts: unexplored(&Generated, options, &trouble),
-            processes: 0,
-        },
-        None => explore(
-            &Generated,
-            "01",
-            case,
-            options.reference.as_ref(),
-            options.budget,
-        )?,
-    };
+    let explored = Generated(1).explored(case, options, trouble)?;
     verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
         processes: processes + explored.processes,
     })
-}
-
-/// The explorer's properties, failed: the case did not finish the chapter's
-/// batch, so generated scenarios were not played.
-fn unexplored(explorer: &Generated, options: &CheckOptions, trouble: &str) -> Vec<Verdict> {
-    rules_of(explorer)
-        .into_iter()
-        .filter(|rule| *rule != Rule::Agrees || options.reference.is_some())
-        .map(|rule| {
-            Verdict::fail(
-                rule.property(),
-                "the case did not finish".to_string(),
-                format!("the chapter's batch, played as is: {trouble}; no generated scenario was played"),
-                Vec::new(),
-            )
-        })
-        .collect()
 }
 
 fn trouble_finding(round: &Round, played: &Played, what: &str) -> Option<Finding> {
@@ -755,307 +695,4 @@ fn failing(round: &mut Round) -> Option<Finding> {
         timeline: played.history.events,
         focus: Some(who),
     })
-}
-
-/// Chapter 1's world for the explorer: one to twelve invites over two to
-/// four workspaces with 0 to 4 free seats, so that some invites roll back;
-/// now and then someone invited to a second workspace; a relay that runs
-/// after every invite or only every few (and always after the last), and
-/// sometimes a deploy midway, whose new process runs the relay first, as
-/// the service does when it starts.
-///
-/// Faults go where chapter 1's service survives them: a crash after any
-/// invite or relay commit (the restart's relay sends what the outbox holds),
-/// and a failing invite commit (the invite is refused: owed nothing). A
-/// crash after the provider accepted a relay send, or a failing relay
-/// commit, sends an email twice: the outbox is at-least-once until chapter 2.
-///
-/// A workspace with free seats never gets more invites than it has seats:
-/// otherwise a refused invite would free a seat for a later one, which then
-/// joins (and is told) where its fault-free run rolled back; the lab
-/// compares every invite but the refused one with the fault-free run. Full
-/// plans are the workspaces with no seat at all.
-struct Generated;
-
-/// A generated scenario.
-#[derive(Clone, Debug, Serialize)]
-struct Scenario {
-    seed: u64,
-    workspaces: Vec<(String, i64)>,
-    invites: Vec<Invite>,
-    /// The relay runs after every `relay_every`-th invite, and after the last.
-    relay_every: usize,
-    /// A deploy after this many invites: the process stops, and a new one
-    /// starts with the relay and takes the rest.
-    deploy_after: Option<usize>,
-}
-
-impl Scenario {
-    fn generate(seed: u64) -> Scenario {
-        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 1);
-        let mut names = NAMES.to_vec();
-        rng.shuffle(&mut names);
-        let mut spaces = WORKSPACES.to_vec();
-        rng.shuffle(&mut spaces);
-        let workspaces: Vec<(String, i64)> = spaces[..rng.between(2, 4) as usize]
-            .iter()
-            .map(|w| (w.to_string(), rng.between(0, 4) as i64))
-            .collect();
-        let count = rng.between(1, 12) as usize;
-        let mut invites: Vec<Invite> = Vec::new();
-        let mut fresh = names.into_iter();
-        while invites.len() < count {
-            // Someone already invited, to another workspace, now and then.
-            let again = !invites.is_empty() && rng.between(0, 3) == 0;
-            let email = if again {
-                rng.pick(&invites).email.clone()
-            } else {
-                match fresh.next() {
-                    Some(name) => format!("{name}@example.com"),
-                    None => break,
-                }
-            };
-            let open: Vec<&String> = workspaces
-                .iter()
-                .filter(|(w, seats)| {
-                    let taken = invites.iter().filter(|i| i.workspace == *w).count() as i64;
-                    let twice = invites
-                        .iter()
-                        .any(|i| i.email == email && i.workspace == *w);
-                    !twice && (*seats == 0 || taken < *seats)
-                })
-                .map(|(w, _)| w)
-                .collect();
-            if open.is_empty() {
-                if again {
-                    continue;
-                }
-                break;
-            }
-            let workspace = rng.pick(&open).to_string();
-            invites.push(Invite { email, workspace });
-        }
-        let relay_every = rng.between(1, 4) as usize;
-        let deploy_after = (invites.len() > 1 && rng.between(0, 2) == 0)
-            .then(|| rng.between(1, invites.len() as u64 - 1) as usize);
-        Scenario {
-            seed,
-            workspaces,
-            invites,
-            relay_every,
-            deploy_after,
-        }
-    }
-
-    /// Who an invite is about, in the step and in the verdicts.
-    fn subject(invite: &Invite) -> String {
-        format!("{} → {}", invite.email, invite.workspace)
-    }
-
-    /// The steps of invites `range`: each invite, and the relay after every
-    /// `relay_every`-th and after the last.
-    fn steps(&self, range: std::ops::Range<usize>) -> Vec<Step> {
-        let mut steps = Vec::new();
-        for n in range {
-            let invite = &self.invites[n];
-            steps.push(Step::with("invite", invite, &Scenario::subject(invite)));
-            if (n + 1) % self.relay_every == 0 || n + 1 == self.invites.len() {
-                steps.push(Step::new("relay"));
-            }
-        }
-        steps
-    }
-
-    fn plans(&self, dir: &Path) -> Vec<Plan> {
-        let fixture = self
-            .workspaces
-            .iter()
-            .map(|(id, seats)| {
-                format!("INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})")
-            })
-            .collect();
-        let cut = self.deploy_after.unwrap_or(self.invites.len());
-        let mut plans = vec![Plan {
-            dir: dir.to_path_buf(),
-            process: 1,
-            fixture,
-            steps: self.steps(0..cut),
-            ..Plan::default()
-        }];
-        if cut < self.invites.len() {
-            let mut steps = vec![Step::new("relay")];
-            steps.extend(self.steps(cut..self.invites.len()));
-            plans.push(Plan {
-                dir: dir.to_path_buf(),
-                process: 2,
-                steps,
-                ..Plan::default()
-            });
-        }
-        plans
-    }
-
-    /// The scenario without invite `n`.
-    fn without(&self, n: usize) -> Scenario {
-        let mut invites = self.invites.clone();
-        invites.remove(n);
-        let deploy_after = self
-            .deploy_after
-            .map(|d| if n < d { d - 1 } else { d })
-            .filter(|d| *d > 0 && *d < invites.len());
-        Scenario {
-            invites,
-            deploy_after,
-            ..self.clone()
-        }
-    }
-}
-
-/// The situations the rules of this chapter's world turn on.
-const DIMENSIONS: &[Dimension<Scenario>] = &invite_dimensions::<Scenario>();
-
-impl Invites for Scenario {
-    fn shape(&self) -> Shape {
-        relayed_every(
-            &self.workspaces,
-            &self.invites,
-            self.relay_every,
-            self.deploy_after,
-        )
-    }
-}
-
-impl Explorer for Generated {
-    type Scenario = Scenario;
-
-    fn generate(&self, seed: u64) -> Scenario {
-        Scenario::generate(seed)
-    }
-
-    fn plans(&self, scenario: &Scenario, dir: &Path) -> Vec<Plan> {
-        scenario.plans(dir)
-    }
-
-    fn startup(&self) -> Vec<Step> {
-        vec![Step::new("relay")]
-    }
-
-    fn faults(&self) -> FaultModel {
-        FaultModel {
-            crash_after_commit: &["invite", "relay"],
-            fail_commit: &["invite"],
-            crash_after_send: &[],
-            requests: &["invite"],
-            keep_answers: false,
-            lose_send: &[],
-        }
-    }
-
-    fn dimensions(&self) -> &'static [Dimension<Scenario>] {
-        DIMENSIONS
-    }
-
-    fn invariants(&self) -> Invariants {
-        // Every scenario ends with a relay, and a restart begins with one, so
-        // the reference leaves no row unsent once idle.
-        Invariants {
-            told_once: true,
-            settled: true,
-            retry_gaps: &[],
-            ..Invariants::default()
-        }
-    }
-
-    fn observe(&self, scenario: &Scenario, run: &Run) -> Result<Observation> {
-        observe_invites(&scenario.invites, run)
-    }
-
-    fn shrink(&self, scenario: &Scenario) -> Vec<Scenario> {
-        let n = scenario.invites.len();
-        // Most failures need one invite: try each alone first, then cut.
-        let mut smaller: Vec<Scenario> = (0..n)
-            .filter(|_| n > 1)
-            .map(|keep| {
-                (0..n)
-                    .rev()
-                    .filter(|i| *i != keep)
-                    .fold(scenario.clone(), |s, drop| s.without(drop))
-            })
-            .collect();
-        if scenario.deploy_after.is_some() {
-            smaller.push(Scenario {
-                deploy_after: None,
-                ..scenario.clone()
-            });
-        }
-        if n > 3 {
-            for keep in [0..n / 2, n / 2..n] {
-                let mut half = scenario.clone();
-                for drop in (0..n).rev().filter(|i| !keep.contains(i)) {
-                    half = half.without(drop);
-                }
-                smaller.push(half);
-            }
-        }
-        if n > 1 {
-            smaller.extend((0..n).map(|i| scenario.without(i)));
-        }
-        if scenario.relay_every > 1 {
-            smaller.push(Scenario {
-                relay_every: 1,
-                ..scenario.clone()
-            });
-        }
-        smaller
-    }
-
-    fn describe(&self, scenario: &Scenario) -> String {
-        describe_invites(
-            &scenario.workspaces,
-            &scenario.invites,
-            scenario.relay_every,
-            scenario.deploy_after,
-        )
-    }
-}
-
-/// "ws_nova 2 seats, ws_pine none; dana → ws_nova, eli → ws_pine; the
-/// relay runs after every 2nd invite and after the last; a deploy after
-/// invite 1".
-fn describe_invites(
-    workspaces: &[(String, i64)],
-    invites: &[Invite],
-    relay_every: usize,
-    deploy_after: Option<usize>,
-) -> String {
-    let seats: Vec<String> = workspaces
-        .iter()
-        .filter(|(w, _)| invites.iter().any(|i| i.workspace == *w))
-        .map(|(w, n)| match n {
-            0 => format!("{w} no seat"),
-            1 => format!("{w} 1 seat"),
-            n => format!("{w} {n} seats"),
-        })
-        .collect();
-    let invited: Vec<String> = invites
-        .iter()
-        .map(|i| {
-            let name = i.email.split('@').next().unwrap_or(&i.email);
-            format!("{name} → {}", i.workspace)
-        })
-        .collect();
-    let relay = match relay_every {
-        1 => "the relay runs after every invite".to_string(),
-        2 => "the relay runs after every 2nd invite and after the last".to_string(),
-        3 => "the relay runs after every 3rd invite and after the last".to_string(),
-        n => format!("the relay runs after every {n}th invite and after the last"),
-    };
-    let deploy = deploy_after
-        .map(|d| format!("; a deploy after invite {d}"))
-        .unwrap_or_default();
-    format!(
-        "{}; {}; {relay}{deploy}",
-        seats.join(", "),
-        invited.join(", ")
-    )
 }

@@ -16,27 +16,19 @@
 use std::path::Path;
 
 use anyhow::Result;
-use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
-use lab::clock::{DEFAULT_START, MINUTE, SECOND};
-use lab::explore::{
-    explore, rules_of, Dimension, Explored, Explorer, FaultModel, Invariants, Observation, Rule,
-    Run,
-};
+use lab::clock::MINUTE;
 
-use super::invite_world::{
-    invite_dimensions, play_invite_race, race_finding, relayed_every, Invites, Shape,
-};
+use super::invite_world::{play_invite_race, race_finding, seat_fixture, NAMES};
+use super::invited::{Generated, NEXT_DAY, WORKSPACES};
 use lab::history::{read_pairs, History};
-use lab::report::{judge, Finding, Verdict};
+use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, scenario_dir, side_by_side, Case, Exit};
 use lab::scenario::{Fault, Plan, Step};
 use lab::world::{Event, Kind, Outcome};
 use lab::Invite;
-
-use super::invite_world::observe_invites;
 
 pub const CHAPTER: Chapter = Chapter {
     number: 2,
@@ -47,7 +39,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0x7ced_a3d4_3278_2e70,
     run,
     check,
-    coverage: |budget| lab::explore::coverage(&Generated, budget),
+    coverage: |budget| lab::explore::coverage(&Generated(2), budget),
 };
 
 const AS_IS: &str = "every new member gets exactly one email";
@@ -57,8 +49,6 @@ const TIMEOUT: &str = "a send that times out is delivered exactly once";
 
 /// How long the service is down after a crash.
 const DOWNTIME: i64 = 5 * MINUTE;
-/// When the relay runs once more: past the provider's 24-hour key window.
-const NEXT_DAY: i64 = 25 * 60 * MINUTE;
 /// Scenarios played side by side per core.
 const PER_CORE: usize = 8;
 /// The send, counted among the relay's sends, after which `run 2` crashes.
@@ -66,20 +56,6 @@ const STORY_CRASH: u32 = 2;
 /// At most this many fault points of one kind are played per batch, so a
 /// relay that sends in a loop still gets a verdict in reasonable time.
 const MAX_POINTS: usize = 16;
-
-const NAMES: [&str; 20] = [
-    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
-    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-];
-/// No name is a prefix of another: an email names its workspace.
-const WORKSPACES: [&str; 6] = [
-    "ws_nova",
-    "ws_delta",
-    "ws_pine",
-    "ws_harbor",
-    "ws_quartz",
-    "ws_ember",
-];
 
 /// A batch of invites and the workspaces they go to.
 struct Batch {
@@ -194,17 +170,10 @@ impl Batch {
 
     /// The first process of a scenario: the whole batch, with `fault`.
     fn plan(&self, dir: &Path, fault: Option<Fault>) -> Plan {
-        let fixture = self
-            .workspaces
-            .iter()
-            .map(|(id, seats)| {
-                format!("INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})")
-            })
-            .collect();
         Plan {
             dir: dir.to_path_buf(),
             process: 1,
-            fixture,
+            fixture: seat_fixture(&self.workspaces),
             steps: Batch::steps(&self.invites),
             fault,
             ..Plan::default()
@@ -694,45 +663,12 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         ),
         judge(TIMEOUT, timeouts, rounds.iter_mut().find_map(timed_out)),
     ];
-    // A case that cannot finish the chapter's batch is not explored: every
-    // generated scenario would end the same way, and prove nothing.
-    let explored = match trouble {
-        Some(trouble) => Explored {
-            verdicts: unexplored(&Generated, options, &trouble),
-            processes: 0,
-        },
-        None => explore(
-            &Generated,
-            "02",
-            case,
-            options.reference.as_ref(),
-            options.budget,
-        )?,
-    };
+    let explored = Generated(2).explored(case, options, trouble)?;
     verdicts.extend(explored.verdicts);
     Ok(Checked {
         verdicts,
         processes: processes + explored.processes,
     })
-}
-
-/// The explorer's properties, failed: the case did not finish the chapter's
-/// batch, so generated scenarios were not played.
-fn unexplored(explorer: &Generated, options: &CheckOptions, trouble: &str) -> Vec<Verdict> {
-    rules_of(explorer)
-        .into_iter()
-        .filter(|rule| *rule != Rule::Agrees || options.reference.is_some())
-        .map(|rule| {
-            Verdict::fail(
-                rule.property(),
-                "the case did not finish".to_string(),
-                format!(
-                    "the chapter's batch, played as is: {trouble}; no generated scenario was played"
-                ),
-                Vec::new(),
-            )
-        })
-        .collect()
 }
 
 fn trouble_finding(round: &Round, played: &Played, what: &str) -> Option<Finding> {
@@ -1007,369 +943,4 @@ fn keep_in_call(call: &[&Event], mine: &impl Fn(&Event) -> bool) -> Vec<Event> {
         }
     }
     kept
-}
-
-/// Chapter 2's world for the explorer: chapter 1's generated invites (one
-/// to twelve over two to four workspaces with 0 to 4 free seats, someone
-/// now and then invited to a second workspace, a relay after every invite
-/// or only every few, sometimes a deploy midway whose new process runs the
-/// relay first), then the relay's round a minute later, and sometimes one
-/// the next day, once the provider has forgotten the day's keys.
-///
-/// With a key per row, the relay survives every fault the lab has: a crash
-/// after any commit, a crash after the provider accepted a relay send (the
-/// restart's relay sends the row again, and the provider drops the repeat),
-/// and a failing commit of an invite (refused: owed nothing) or of the
-/// relay (the row stays unsent and goes again a minute later, as a repeat).
-/// The timeouts the lab can inject are played by the chapter's own batches.
-///
-/// A workspace with free seats never gets more invites than it has seats:
-/// otherwise a refused invite would free a seat for a later one, which then
-/// joins (and is told) where its fault-free run rolled back; the lab
-/// compares every invite but the refused one with the fault-free run. Full
-/// plans are the workspaces with no seat at all.
-struct Generated;
-
-/// A generated scenario.
-#[derive(Clone, Debug, Serialize)]
-struct Scenario {
-    seed: u64,
-    workspaces: Vec<(String, i64)>,
-    invites: Vec<Invite>,
-    /// The relay runs after every `relay_every`-th invite, and after the last.
-    relay_every: usize,
-    /// A deploy after this many invites: the process stops, and a new one
-    /// starts with the relay and takes the rest.
-    deploy_after: Option<usize>,
-    /// Whether the relay runs once more the next day.
-    next_day: bool,
-    /// When the scenario's clock starts, in UTC ms (the lab's default when
-    /// `None`): some worlds start a minute before midnight, so a retry may
-    /// come on another day than the send it repeats.
-    starts_at: Option<i64>,
-}
-
-impl Scenario {
-    fn generate(seed: u64) -> Scenario {
-        let mut rng = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 2);
-        let mut names = NAMES.to_vec();
-        rng.shuffle(&mut names);
-        let mut spaces = WORKSPACES.to_vec();
-        rng.shuffle(&mut spaces);
-        // A full plan one time in three, else 1 to 4 free seats.
-        let workspaces: Vec<(String, i64)> = spaces[..rng.between(2, 4) as usize]
-            .iter()
-            .map(|w| (w.to_string(), rng.between(0, 5).saturating_sub(1) as i64))
-            .collect();
-        let count = rng.between(1, 12) as usize;
-        let mut invites: Vec<Invite> = Vec::new();
-        let mut fresh = names.into_iter();
-        while invites.len() < count {
-            // Someone already invited, to another workspace, now and then.
-            let again = !invites.is_empty() && rng.between(0, 3) == 0;
-            let email = if again {
-                rng.pick(&invites).email.clone()
-            } else {
-                match fresh.next() {
-                    Some(name) => format!("{name}@example.com"),
-                    None => break,
-                }
-            };
-            let open: Vec<&String> = workspaces
-                .iter()
-                .filter(|(w, seats)| {
-                    let taken = invites.iter().filter(|i| i.workspace == *w).count() as i64;
-                    let twice = invites
-                        .iter()
-                        .any(|i| i.email == email && i.workspace == *w);
-                    !twice && (*seats == 0 || taken < *seats)
-                })
-                .map(|(w, _)| w)
-                .collect();
-            if open.is_empty() {
-                if again {
-                    continue;
-                }
-                break;
-            }
-            let workspace = rng.pick(&open).to_string();
-            invites.push(Invite { email, workspace });
-        }
-        let relay_every = rng.between(1, 4) as usize;
-        let deploy_after = (invites.len() > 1 && rng.between(0, 2) == 0)
-            .then(|| rng.between(1, invites.len() as u64 - 1) as usize);
-        let next_day = rng.between(0, 1) == 0;
-        // From a stream of its own, so the rest is drawn as before: a start
-        // a minute before midnight, so a retry may fall on the next day.
-        let starts_at = (Rng::new(seed ^ 0x0202_2359_0000).between(0, 2) == 0)
-            .then_some(DEFAULT_START + BEFORE_MIDNIGHT);
-        Scenario {
-            seed,
-            workspaces,
-            invites,
-            relay_every,
-            deploy_after,
-            next_day,
-            starts_at,
-        }
-    }
-
-    /// Who an invite is about, in the step and in the verdicts.
-    fn subject(invite: &Invite) -> String {
-        format!("{} → {}", invite.email, invite.workspace)
-    }
-
-    /// The steps of invites `range`: each invite, and the relay after every
-    /// `relay_every`-th and after the last.
-    fn steps(&self, range: std::ops::Range<usize>) -> Vec<Step> {
-        let mut steps = Vec::new();
-        for n in range {
-            let invite = &self.invites[n];
-            steps.push(Step::with("invite", invite, &Scenario::subject(invite)));
-            if (n + 1) % self.relay_every == 0 || n + 1 == self.invites.len() {
-                steps.push(Step::new("relay"));
-            }
-        }
-        steps
-    }
-
-    fn plans(&self, dir: &Path) -> Vec<Plan> {
-        let fixture = self
-            .workspaces
-            .iter()
-            .map(|(id, seats)| {
-                format!("INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})")
-            })
-            .collect();
-        let cut = self.deploy_after.unwrap_or(self.invites.len());
-        let mut plans = vec![Plan {
-            dir: dir.to_path_buf(),
-            process: 1,
-            fixture,
-            steps: self.steps(0..cut),
-            ..Plan::default()
-        }];
-        if cut < self.invites.len() {
-            let mut steps = vec![Step::new("relay")];
-            steps.extend(self.steps(cut..self.invites.len()));
-            plans.push(Plan {
-                dir: dir.to_path_buf(),
-                process: 2,
-                steps,
-                ..Plan::default()
-            });
-        }
-        for plan in &mut plans {
-            plan.starts_at = self.starts_at;
-        }
-        let last = plans.last_mut().expect("a scenario has a process");
-        last.steps
-            .extend([Step::advance(MINUTE), Step::new("relay")]);
-        if self.next_day {
-            last.steps
-                .extend([Step::advance(NEXT_DAY), Step::new("relay")]);
-        }
-        plans
-    }
-
-    /// The scenario without invite `n`.
-    fn without(&self, n: usize) -> Scenario {
-        let mut invites = self.invites.clone();
-        invites.remove(n);
-        let deploy_after = self
-            .deploy_after
-            .map(|d| if n < d { d - 1 } else { d })
-            .filter(|d| *d > 0 && *d < invites.len());
-        Scenario {
-            invites,
-            deploy_after,
-            ..self.clone()
-        }
-    }
-}
-
-/// The situations the rules of this chapter's world turn on.
-/// The invite world's situations, and one of chapter 2's own.
-const DIMENSIONS: &[Dimension<Scenario>] = {
-    const SHARED: [Dimension<Scenario>; 6] = invite_dimensions::<Scenario>();
-    &[
-        SHARED[0],
-        SHARED[1],
-        SHARED[2],
-        SHARED[3],
-        SHARED[4],
-        SHARED[5],
-        Dimension {
-            name: "a relay a minute before midnight, so a retry may come on the next day",
-            reached: |s| s.starts_at.is_some(),
-        },
-    ]
-};
-
-/// 23:59:30 UTC, from the lab's default start at 18:00 UTC.
-const BEFORE_MIDNIGHT: i64 = 6 * 60 * MINUTE - 30 * SECOND;
-
-impl Invites for Scenario {
-    fn shape(&self) -> Shape {
-        relayed_every(
-            &self.workspaces,
-            &self.invites,
-            self.relay_every,
-            self.deploy_after,
-        )
-    }
-}
-
-impl Explorer for Generated {
-    type Scenario = Scenario;
-
-    fn generate(&self, seed: u64) -> Scenario {
-        Scenario::generate(seed)
-    }
-
-    fn plans(&self, scenario: &Scenario, dir: &Path) -> Vec<Plan> {
-        scenario.plans(dir)
-    }
-
-    fn startup(&self) -> Vec<Step> {
-        vec![Step::new("relay")]
-    }
-
-    fn faults(&self) -> FaultModel {
-        FaultModel {
-            crash_after_commit: &["invite", "relay"],
-            fail_commit: &["invite", "relay"],
-            crash_after_send: &["relay"],
-            requests: &["invite"],
-            keep_answers: false,
-            lose_send: &["relay"],
-        }
-    }
-
-    fn dimensions(&self) -> &'static [Dimension<Scenario>] {
-        DIMENSIONS
-    }
-
-    fn invariants(&self) -> Invariants {
-        // Every scenario ends with the relay's round a minute after the
-        // last, and a restart begins with one, so the reference leaves no
-        // row unsent once idle, even when a relay commit failed.
-        Invariants {
-            told_once: true,
-            settled: true,
-            keyed: true,
-            retry_gaps: &[],
-            ..Invariants::default()
-        }
-    }
-
-    fn observe(&self, scenario: &Scenario, run: &Run) -> Result<Observation> {
-        observe_invites(&scenario.invites, run)
-    }
-
-    fn shrink(&self, scenario: &Scenario) -> Vec<Scenario> {
-        let n = scenario.invites.len();
-        // Most failures need one invite: try each alone first, then cut.
-        let mut smaller: Vec<Scenario> = (0..n)
-            .filter(|_| n > 1)
-            .map(|keep| {
-                (0..n)
-                    .rev()
-                    .filter(|i| *i != keep)
-                    .fold(scenario.clone(), |s, drop| s.without(drop))
-            })
-            .collect();
-        if scenario.deploy_after.is_some() {
-            smaller.push(Scenario {
-                deploy_after: None,
-                ..scenario.clone()
-            });
-        }
-        if scenario.next_day {
-            smaller.push(Scenario {
-                next_day: false,
-                ..scenario.clone()
-            });
-        }
-        if n > 3 {
-            for keep in [0..n / 2, n / 2..n] {
-                let mut half = scenario.clone();
-                for drop in (0..n).rev().filter(|i| !keep.contains(i)) {
-                    half = half.without(drop);
-                }
-                smaller.push(half);
-            }
-        }
-        if n > 1 {
-            smaller.extend((0..n).map(|i| scenario.without(i)));
-        }
-        if scenario.relay_every > 1 {
-            smaller.push(Scenario {
-                relay_every: 1,
-                ..scenario.clone()
-            });
-        }
-        smaller
-    }
-
-    fn describe(&self, scenario: &Scenario) -> String {
-        describe_invites(scenario)
-    }
-}
-
-/// "ws_nova 2 seats, ws_pine no seat; dana → ws_nova, eli → ws_pine; the
-/// relay runs after every 2nd invite, after the last and a minute later; a
-/// deploy after invite 1".
-fn describe_invites(scenario: &Scenario) -> String {
-    let invites = &scenario.invites;
-    let seats: Vec<String> = scenario
-        .workspaces
-        .iter()
-        .filter(|(w, _)| invites.iter().any(|i| i.workspace == *w))
-        .map(|(w, n)| match n {
-            0 => format!("{w} no seat"),
-            1 => format!("{w} 1 seat"),
-            n => format!("{w} {n} seats"),
-        })
-        .collect();
-    let invited: Vec<String> = invites
-        .iter()
-        .map(|i| {
-            let name = i.email.split('@').next().unwrap_or(&i.email);
-            format!("{name} → {}", i.workspace)
-        })
-        .collect();
-    let mut when = match scenario.relay_every {
-        1 => vec!["after every invite".to_string()],
-        k => {
-            let nth = match k {
-                2 => "2nd".to_string(),
-                3 => "3rd".to_string(),
-                k => format!("{k}th"),
-            };
-            vec![format!("after every {nth} invite"), "after the last".into()]
-        }
-    };
-    when.push("a minute later".to_string());
-    if scenario.next_day {
-        when.push("the next day".to_string());
-    }
-    let last = when.pop().unwrap_or_default();
-    let runs = match when.is_empty() {
-        true => last,
-        false => format!("{} and {last}", when.join(", ")),
-    };
-    let deploy = scenario
-        .deploy_after
-        .map(|d| format!("; a deploy after invite {d}"))
-        .unwrap_or_default();
-    let midnight = match scenario.starts_at {
-        Some(_) => "; it starts at 23:59:30 UTC",
-        None => "",
-    };
-    format!(
-        "{}; {}; the relay runs {runs}{deploy}{midnight}",
-        seats.join(", "),
-        invited.join(", "),
-    )
 }

@@ -28,7 +28,7 @@ use lab::scenario::{self, Plan, ProviderScript, Step, APP_DB};
 use lab::world::Recorder;
 use lab::{Invite, Worker};
 
-const NAMES: [&str; 20] = [
+pub(crate) const NAMES: [&str; 20] = [
     "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
     "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
 ];
@@ -58,6 +58,16 @@ impl Service {
             Call::Relay(_) => None,
         })
     }
+}
+
+/// The fixture that opens `workspaces`, each with its free seats.
+pub(crate) fn seat_fixture(workspaces: &[(String, i64)]) -> Vec<String> {
+    workspaces
+        .iter()
+        .map(|(id, seats)| {
+            format!("INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})")
+        })
+        .collect()
 }
 
 /// Who an invite is about, in reports and in the world: an address and
@@ -156,15 +166,7 @@ impl Explorer for Generated {
                     dir: dir.to_path_buf(),
                     process: i as u32 + 1,
                     fixture: if i == 0 {
-                        service
-                            .workspaces
-                            .iter()
-                            .map(|(id, seats)| {
-                                format!(
-                                    "INSERT INTO workspaces (id, free_seats) VALUES ('{id}', {seats})"
-                                )
-                            })
-                            .collect()
+                        seat_fixture(&service.workspaces)
                     } else {
                         Vec::new()
                     },

@@ -17,6 +17,7 @@ mod check10_render;
 mod check11_webhooks;
 mod check12_postgres;
 mod invite_world;
+mod invited;
 
 use lab::chapter::{Chapter, Planned};
 
