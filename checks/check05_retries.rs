@@ -28,7 +28,7 @@ use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, ProviderScript, Step};
-use lab::serve::{Job, Schedule};
+use lab::serve::Schedule;
 use lab::world::Outcome;
 
 pub const CHAPTER: Chapter = Chapter {
@@ -398,14 +398,7 @@ impl Batch {
 
 /// The dispatcher's schedule until `until`.
 fn schedule(until: i64) -> Step {
-    Schedule {
-        until_ms: until,
-        jobs: vec![Job {
-            op: "dispatch".to_string(),
-            every_ms: WAKE_UP,
-        }],
-    }
-    .step()
+    Schedule::of(until, &[("dispatch", WAKE_UP)])
 }
 
 /// Simulated time as a clock reads it: `5:36`, `1:02:03`.
@@ -415,16 +408,6 @@ fn clock(ms: i64) -> String {
         format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
     } else {
         format!("{}:{:02}", s / 60, s % 60)
-    }
-}
-
-/// A gap between two attempts: `5 s`, `5 min`, `5 min 36 s`.
-fn gap(ms: i64) -> String {
-    let s = ms / SECOND;
-    match (s / 60, s % 60) {
-        (0, s) => format!("{s} s"),
-        (m, 0) => format!("{m} min"),
-        (m, s) => format!("{m} min {s} s"),
     }
 }
 
@@ -786,8 +769,8 @@ fn dead_row(played: &Played, p: &Person) -> Option<Finding> {
             problems.push(format!(
                 "attempt {} came {} after the one before, not {}.",
                 k + 2,
-                gap(took),
-                gap(RETRY_GAPS[k])
+                span(took),
+                span(RETRY_GAPS[k])
             ));
         }
     }
@@ -817,7 +800,7 @@ fn dead_row(played: &Played, p: &Person) -> Option<Finding> {
     details.extend(problems);
     details.push(format!(
         "expected {ATTEMPTS} attempts, {} apart (give or take a wake-up), then FAILED with {named}.",
-        and(&RETRY_GAPS.map(gap))
+        and(&RETRY_GAPS.map(span))
     ));
     Some(Finding {
         evidence,
@@ -897,14 +880,14 @@ fn early(played: &[Played]) -> Option<Finding> {
                 if took < wanted {
                     early += 1;
                     let why = if asked > backoff {
-                        format!("{}, as the 429's Retry-After asked", gap(wanted))
+                        format!("{}, as the 429's Retry-After asked", span(wanted))
                     } else {
-                        gap(wanted)
+                        span(wanted)
                     };
                     soon.push(format!(
                         "attempt {} came {} after the one before, not {why}.",
                         k + 2,
-                        gap(took),
+                        span(took),
                     ));
                 }
             }

@@ -44,6 +44,7 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
+use lab::explore::clock;
 use lab::explore::{
     cut_down, explore, span, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row,
     Run,
@@ -53,7 +54,7 @@ use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
-use lab::serve::{Job, Schedule};
+use lab::serve::Schedule;
 use lab::world::{Delivery, Outcome, Recorder};
 
 pub const CHAPTER: Chapter = Chapter {
@@ -528,33 +529,13 @@ impl Scenario {
 
 /// The dispatcher's and the sweep's schedule until `until`.
 fn schedule(until: i64) -> Step {
-    Schedule {
-        until_ms: until,
-        jobs: vec![
-            Job {
-                op: "dispatch".to_string(),
-                every_ms: WAKE_UP,
-            },
-            Job {
-                op: "sweep".to_string(),
-                every_ms: SWEEP,
-            },
-        ],
-    }
-    .step()
+    Schedule::of(until, &[("dispatch", WAKE_UP), ("sweep", SWEEP)])
 }
 
 /// The dispatcher alone until `until`: the second process of the slow
 /// scenario wakes as usual, and starts its sweep's minute then.
 fn dispatch_only(until: i64) -> Step {
-    Schedule {
-        until_ms: until,
-        jobs: vec![Job {
-            op: "dispatch".to_string(),
-            every_ms: WAKE_UP,
-        }],
-    }
-    .step()
+    Schedule::of(until, &[("dispatch", WAKE_UP)])
 }
 
 /// The sweep alone until `until`. While the only row is claimed by a
@@ -562,20 +543,7 @@ fn dispatch_only(until: i64) -> Step {
 /// nothing to claim, and no correct sweep hands a claim back within 5 min:
 /// skipping them keeps the racing process's first minutes cheap.
 fn sweeps_only(until: i64) -> Step {
-    Schedule {
-        until_ms: until,
-        jobs: vec![Job {
-            op: "sweep".to_string(),
-            every_ms: SWEEP,
-        }],
-    }
-    .step()
-}
-
-/// Simulated time as a clock reads it: `6:02`.
-fn clock(ms: i64) -> String {
-    let s = ms / SECOND;
-    format!("{}:{:02}", s / 60, s % 60)
+    Schedule::of(until, &[("sweep", SWEEP)])
 }
 
 /// What one scenario left behind.

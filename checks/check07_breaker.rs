@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
+use lab::explore::{clock, span};
 use lab::explore::{
     cut_down, explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Run,
 };
@@ -29,7 +30,7 @@ use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step};
-use lab::serve::{Job, Schedule};
+use lab::serve::Schedule;
 use lab::world::{Delivery, Kind, Outcome};
 
 pub const CHAPTER: Chapter = Chapter {
@@ -555,20 +556,7 @@ impl Scenario {
     /// The dispatcher every 2 s and the sweep every minute, from the clock's
     /// time until `until_ms`.
     fn schedule(until_ms: i64) -> Step {
-        Schedule {
-            until_ms,
-            jobs: vec![
-                Job {
-                    op: "dispatch".into(),
-                    every_ms: TICK,
-                },
-                Job {
-                    op: "sweep".into(),
-                    every_ms: SWEEP,
-                },
-            ],
-        }
-        .step()
+        Schedule::of(until_ms, &[("dispatch", TICK), ("sweep", SWEEP)])
     }
 
     fn plan(&self, dir: &Path) -> Plan {
@@ -650,22 +638,6 @@ impl Scenario {
                 windows.join(" and ")
             ),
         }
-    }
-}
-
-/// A simulated time as minutes and seconds: `5:35`.
-fn clock(ms: i64) -> String {
-    let s = ms / SECOND;
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
-/// A stretch of simulated time: `35 s`, `8 min 1 s`.
-fn span(ms: i64) -> String {
-    let s = ms / SECOND;
-    match (s / 60, s % 60) {
-        (0, s) => format!("{s} s"),
-        (m, 0) => format!("{m} min"),
-        (m, s) => format!("{m} min {s} s"),
     }
 }
 

@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
+use lab::explore::{clock, span};
 use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
@@ -39,7 +40,7 @@ use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step};
-use lab::serve::{Job, Schedule, RUN};
+use lab::serve::{Schedule, RUN};
 use lab::world::{Delivery, Event, Kind, Outcome, Recorder};
 
 pub const CHAPTER: Chapter = Chapter {
@@ -484,20 +485,7 @@ impl Scenario {
     }
 
     fn schedule(until_ms: i64) -> Step {
-        Schedule {
-            until_ms,
-            jobs: vec![
-                Job {
-                    op: "dispatch".into(),
-                    every_ms: TICK,
-                },
-                Job {
-                    op: "sweep".into(),
-                    every_ms: SWEEP,
-                },
-            ],
-        }
-        .step()
+        Schedule::of(until_ms, &[("dispatch", TICK), ("sweep", SWEEP)])
     }
 
     /// The steps from `after_ms` on: what is published later than that,
@@ -579,22 +567,6 @@ fn and_list(times: &[i64]) -> String {
         None => "no time at all".to_string(),
         Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-    }
-}
-
-/// A simulated time as minutes and seconds: `5:36`.
-fn clock(ms: i64) -> String {
-    let s = ms / SECOND;
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
-/// A length of simulated time: `14 min`, `10 min 4 s`.
-fn span(ms: i64) -> String {
-    let s = ms / SECOND;
-    match (s / 60, s % 60) {
-        (0, s) => format!("{s} s"),
-        (m, 0) => format!("{m} min"),
-        (m, s) => format!("{m} min {s} s"),
     }
 }
 
@@ -1962,20 +1934,7 @@ impl World {
     /// The service's schedule until `until_ms`: the dispatcher at every
     /// tick, the sweep every minute.
     fn schedule(&self, until_ms: i64) -> Step {
-        Schedule {
-            until_ms,
-            jobs: vec![
-                Job {
-                    op: "dispatch".into(),
-                    every_ms: self.tick,
-                },
-                Job {
-                    op: "sweep".into(),
-                    every_ms: SWEEP,
-                },
-            ],
-        }
-        .step()
+        Schedule::of(until_ms, &[("dispatch", self.tick), ("sweep", SWEEP)])
     }
 
     fn fixture(&self) -> Vec<String> {

@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{instant, MINUTE, SECOND};
+use lab::explore::hms as clock;
 use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
@@ -27,7 +28,7 @@ use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step};
-use lab::serve::{Job, Schedule};
+use lab::serve::Schedule;
 use lab::world::Outcome;
 
 pub const CHAPTER: Chapter = Chapter {
@@ -726,20 +727,7 @@ fn hhmm(local: &jiff::ZonedDateTime) -> String {
 
 /// The dispatcher's schedule until `until`.
 fn schedule(until: i64) -> Step {
-    Schedule {
-        until_ms: until,
-        jobs: vec![Job {
-            op: "dispatch".to_string(),
-            every_ms: WAKE_UP,
-        }],
-    }
-    .step()
-}
-
-/// Simulated time as a clock reads it: `5:36`, `1:02:03`.
-fn clock(ms: i64) -> String {
-    let s = ms / SECOND;
-    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    Schedule::of(until, &[("dispatch", WAKE_UP)])
 }
 
 /// What one scenario left behind.

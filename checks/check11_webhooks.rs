@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{DEFAULT_START, MINUTE, SECOND};
+use lab::explore::clock;
 use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
@@ -30,7 +31,7 @@ use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
-use lab::serve::{Job, Schedule};
+use lab::serve::Schedule;
 use lab::webhook::{self, Answered, Delivery, Signing, GARBLED_FORMS};
 
 pub const CHAPTER: Chapter = Chapter {
@@ -706,16 +707,7 @@ impl Batch {
         if first > from {
             steps.push(Step::advance(first - from));
         }
-        steps.push(
-            Schedule {
-                until_ms: to,
-                jobs: vec![Job {
-                    op: "dispatch".to_string(),
-                    every_ms: WAKE_UP,
-                }],
-            }
-            .step(),
-        );
+        steps.push(Schedule::of(to, &[("dispatch", WAKE_UP)]));
         steps
     }
 
@@ -774,12 +766,6 @@ impl Batch {
             .filter(|e| e.message == message)
             .max_by_key(|e| e.occurred)
     }
-}
-
-/// Simulated time as a clock reads it: `5:36`.
-fn clock(ms: i64) -> String {
-    let s = ms.div_euclid(SECOND);
-    format!("{}:{:02}", s / 60, s % 60)
 }
 
 /// One outbox row as it was left.

@@ -199,6 +199,22 @@ pub struct Job {
 }
 
 impl Schedule {
+    /// The step that runs `jobs`, each an operation and how often it runs
+    /// in simulated ms, until `until_ms`.
+    pub fn of(until_ms: i64, jobs: &[(&str, i64)]) -> Step {
+        Schedule {
+            until_ms,
+            jobs: jobs
+                .iter()
+                .map(|&(op, every_ms)| Job {
+                    op: op.to_string(),
+                    every_ms,
+                })
+                .collect(),
+        }
+        .step()
+    }
+
     /// A step that runs this schedule.
     pub fn step(&self) -> Step {
         Step {

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::chapter::fingerprint;
-use crate::experiments::chart::clock;
+pub use crate::experiments::chart::clock;
 use crate::history::History;
 use crate::report::Verdict;
 use crate::rng::Rng;
@@ -986,6 +986,12 @@ fn swept_early(after: i64, fault: &Injected, played: &Played) -> Vec<String> {
         })
         .into_iter()
         .collect()
+}
+
+/// A moment of simulated time as `h:mm:ss` from the scenario's start.
+pub fn hms(ms: i64) -> String {
+    let s = ms.div_euclid(1000);
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// A stretch of simulated time: `5 s`, `5 min`, `1 min 30 s`, `200 ms`.

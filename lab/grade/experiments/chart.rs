@@ -20,7 +20,7 @@ pub fn bar(value: usize, max: usize, width: usize) -> String {
 
 /// Simulated time `ms` as `m:ss`.
 pub fn clock(ms: i64) -> String {
-    let s = ms / SECOND;
+    let s = ms.div_euclid(SECOND);
     format!("{}:{:02}", s / 60, s % 60)
 }
 
