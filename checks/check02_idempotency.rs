@@ -20,8 +20,8 @@ use anyhow::Result;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::MINUTE;
 
-use super::invite_world::{play_invite_race, race_finding, seat_fixture, NAMES};
-use super::invited::{Generated, NEXT_DAY, WORKSPACES};
+use super::invite_world::{play_invite_race, race_finding, seat_fixture, NAMES, NEXT_DAY};
+use super::invited::{Generated, WORKSPACES};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding};
 use lab::rng::Rng;

@@ -1378,6 +1378,7 @@ impl Explorer for Generated {
             requests: &[],
             keep_answers: false,
             lose_send: &[],
+            strands: &[],
         }
     }
 

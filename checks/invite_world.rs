@@ -4,9 +4,10 @@
 //! three processes (a deploy in between). The races between relays running
 //! at once are each chapter's own scenarios; here the claim, the send and
 //! the marking must simply keep every promise of chapters 1 and 2 while the
-//! process aborts after an invite's commit, or an invite's commit fails.
-//! A crash inside the relay is not played: a claimed row has nobody to hand
-//! it back until chapter 6's sweep.
+//! process aborts after any commit or accepted send, a commit fails, or a
+//! send's answer is lost. A fault inside the relay may strand what it had
+//! claimed (nobody hands a claim back until chapter 6's sweep), but never
+//! sends a row twice, and never marks one sent that the provider never got.
 //!
 //! For chapters 1 and 2 it also plays an invite made while a relay round is
 //! being sent ([`play_invite_race`]), as a web request can come at any time.
@@ -20,7 +21,7 @@ use serde::Serialize;
 
 use lab::clock::MINUTE;
 use lab::explore::{Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run};
-use lab::history::{read_pairs, History, WAITING};
+use lab::history::{read_pairs, History, MARKED_SENT, WAITING};
 use lab::report::Finding;
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
@@ -41,6 +42,10 @@ enum Call {
     /// A relay pass by relay number `n`.
     Relay(u32),
 }
+
+/// When chapter 2's relay runs once more: past the provider's 24-hour key
+/// window.
+pub(crate) const NEXT_DAY: i64 = 25 * 60 * MINUTE;
 
 /// A generated stretch of the service's life.
 #[derive(Clone, Debug, Serialize)]
@@ -184,15 +189,16 @@ impl Explorer for Generated {
     fn faults(&self) -> FaultModel {
         // A relay that claims leaves a row it claimed and could not finish
         // (a crash, a failing commit, a lost answer) claimed until chapter
-        // 6's sweep hands it back: by these chapters' rules only the
-        // invite's faults are survivable. Chapter 2 plays the relay's.
+        // 6's sweep hands it back: the relay's faults may strand a row,
+        // and are played for what else they must not do.
         FaultModel {
-            crash_after_commit: &["invite"],
-            fail_commit: &["invite"],
-            crash_after_send: &[],
+            crash_after_commit: &["invite", "relay"],
+            fail_commit: &["invite", "relay"],
+            crash_after_send: &["relay"],
             requests: &["invite"],
             keep_answers: false,
-            lose_send: &[],
+            lose_send: &["relay"],
+            strands: &["relay"],
         }
     }
 
@@ -352,10 +358,12 @@ pub(crate) fn observe_invites<'a>(
 /// The outbox as it was left, each row judged by what the world saw, not
 /// by the case's own marks (a `sent` flag, a status, a cursor elsewhere): a
 /// row is SENT when its email reached its recipient, and waiting when it
-/// did not. One mark is read: a row still `PROCESSING` once the service is
-/// idle is a claim chapter 3's relay took and never finished, which only
-/// chapter 6's sweep would hand back. A case whose outbox has no recipient
-/// and body shows no rows.
+/// did not. The marks are held against the world: a row still `PROCESSING`
+/// once the service is idle is a claim chapter 3's relay took and never
+/// finished, which only chapter 6's sweep would hand back; a row marked
+/// sent (chapter 3's `SENT`, chapter 1's `sent` flag) whose email never
+/// reached the provider is lost for good. A case whose outbox has no
+/// recipient and body shows no rows.
 fn read_rows(dir: &Path, history: &History) -> Vec<Row> {
     if !dir.join(APP_DB).exists() {
         return Vec::new();
@@ -365,36 +373,37 @@ fn read_rows(dir: &Path, history: &History) -> Vec<Row> {
         .map(|e| (e.recipient.as_str(), e.body.as_str()))
         .collect();
     let message = "recipient || char(10) || body";
-    read_pairs(
-        dir,
-        &format!("SELECT {message}, status FROM outbox ORDER BY id"),
-    )
-    .or_else(|_| {
-        read_pairs(
-            dir,
-            &format!("SELECT {message}, '' FROM outbox ORDER BY id"),
-        )
-    })
-    .unwrap_or_default()
-    .into_iter()
-    .map(|(message, status)| {
-        let (recipient, body) = message.split_once('\n').unwrap_or((&message, ""));
-        let sent = delivered
-            .iter()
-            .position(|d| *d == (recipient, body))
-            .map(|i| delivered.remove(i));
-        let status = match (status.as_str(), sent) {
-            ("PROCESSING", _) => "PROCESSING",
-            (_, Some(_)) => "SENT",
-            (_, None) => WAITING,
-        };
-        Row {
-            subject: format!("the email to {:?}", format!("{recipient}: {body}")),
-            status: status.to_string(),
-            error: None,
-        }
-    })
-    .collect()
+    // The case's own mark: chapter 3's status, else chapter 1's sent flag.
+    ["status", "CASE WHEN sent THEN 'SENT' ELSE '' END", "''"]
+        .iter()
+        .find_map(|mark| {
+            read_pairs(
+                dir,
+                &format!("SELECT {message}, {mark} FROM outbox ORDER BY id"),
+            )
+            .ok()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(message, status)| {
+            let (recipient, body) = message.split_once('\n').unwrap_or((&message, ""));
+            let sent = delivered
+                .iter()
+                .position(|d| *d == (recipient, body))
+                .map(|i| delivered.remove(i));
+            let status = match (status.to_ascii_uppercase().as_str(), sent) {
+                ("PROCESSING", _) => "PROCESSING",
+                (_, Some(_)) => "SENT",
+                ("SENT", None) => MARKED_SENT,
+                (_, None) => WAITING,
+            };
+            Row {
+                subject: format!("the email to {:?}", format!("{recipient}: {body}")),
+                status: status.to_string(),
+                error: None,
+            }
+        })
+        .collect()
 }
 
 /// One moment of an invite world's life, as the relay's rules see it.

@@ -42,6 +42,7 @@ use lab::Invite;
 
 use super::invite_world::{
     invite_dimensions, observe_invites, relayed_every, seat_fixture, Invites, Shape, NAMES,
+    NEXT_DAY,
 };
 
 /// No name is a prefix of another: an email names its workspace.
@@ -53,10 +54,6 @@ pub(crate) const WORKSPACES: [&str; 6] = [
     "ws_quartz",
     "ws_ember",
 ];
-
-/// When chapter 2's relay runs once more: past the provider's 24-hour key
-/// window.
-pub(crate) const NEXT_DAY: i64 = 25 * 60 * MINUTE;
 
 /// 23:59:30 UTC, from the lab's default start at 18:00 UTC.
 const BEFORE_MIDNIGHT: i64 = 6 * 60 * MINUTE - 30 * SECOND;
@@ -346,6 +343,7 @@ impl Explorer for Generated {
                 requests: &["invite"],
                 keep_answers: false,
                 lose_send: &[],
+                strands: &[],
             },
             _ => FaultModel {
                 crash_after_commit: &["invite", "relay"],
@@ -354,6 +352,7 @@ impl Explorer for Generated {
                 requests: &["invite"],
                 keep_answers: false,
                 lose_send: &["relay"],
+                strands: &[],
             },
         }
     }

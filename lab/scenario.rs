@@ -221,6 +221,17 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// The operation the fault strikes.
+    pub fn op(&self) -> &str {
+        match self {
+            Fault::CrashAfterCommit { op, .. }
+            | Fault::FailCommit { op, .. }
+            | Fault::CrashAfterSend { op, .. }
+            | Fault::TimeoutAfterSend { op, .. }
+            | Fault::TimeoutBeforeSend { op, .. } => op,
+        }
+    }
+
     /// Says which fault this is in the workshop's words: "crash after invite commit 2".
     pub fn describe(&self) -> String {
         match self {

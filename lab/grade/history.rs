@@ -300,6 +300,11 @@ pub fn answer_kind(error: Option<&str>) -> &'static str {
 /// a dead letter.
 pub const WAITING: &str = "waiting";
 
+/// A row the case marks sent (its `status` is `SENT`, or its `sent` flag is
+/// set) whose message never reached the provider: lost for good, since no
+/// relay or sweep will look at it again.
+pub const MARKED_SENT: &str = "marked sent, never delivered";
+
 /// One message as the provider and an operator see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Message {

@@ -202,3 +202,23 @@ pub fn assert_replays_the_same(args: &[&str]) {
         "check {args:?} changed its mind"
     );
 }
+
+/// Asserts that each of `variants` of chapter `chapter` fails one property
+/// only, "once idle, every message is delivered..." (the eighth), with a row
+/// marked sent that never reached the provider.
+pub fn assert_marked_sent_and_lost(chapter: &str, variants: &[&str]) {
+    for variant in variants {
+        let (code, report) = checked_json(&[chapter, "--variant", variant]);
+        assert_eq!(code, 1, "{variant}");
+        assert_eq!(
+            pattern(&report),
+            "PASS PASS PASS PASS PASS PASS PASS FAIL PASS",
+            "{variant}"
+        );
+        let details = report["verdicts"][7]["details"].to_string();
+        assert!(
+            details.contains("is marked sent, but never reached the provider"),
+            "{variant}: {details}"
+        );
+    }
+}
