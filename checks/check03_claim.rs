@@ -87,6 +87,10 @@ struct Race {
     jitter_seed: u64,
     /// How many times each relay process calls `relay()`.
     polls: usize,
+    /// When set, each relay's later calls wait for the common start plus
+    /// this many ms each, spread over a send, rather than following one
+    /// another at once, as a relay's loop polls on its own time.
+    poll_every_ms: Option<u64>,
 }
 
 const FIRST: [&str; 30] = [
@@ -159,6 +163,9 @@ impl Race {
         );
         let mut race = Race::build(None, name, 2, 1, 0, 0, &people[100..], 11);
         race.provider.latency_ms = SLOW_SEND_MS;
+        // Whichever relay's first call comes second, its later ones fall
+        // inside the other's send.
+        race.poll_every_ms = Some(SLOW_SEND_MS / POLLS as u64);
         race
     }
 
@@ -199,6 +206,7 @@ impl Race {
             },
             jitter_seed,
             polls: POLLS,
+            poll_every_ms: None,
         }
     }
 
@@ -257,7 +265,7 @@ impl Race {
 
     /// Relay process `n` (1 to `relays`): named `relay-n`, it waits for the
     /// common start `at` (ms since the UNIX epoch), then calls `relay()`
-    /// as many times as the race polls.
+    /// as many times as the race polls, back to back or spread out.
     fn relay(&self, dir: &Path, n: u32, at: u64) -> Plan {
         let worker = Worker {
             name: relay_name(n),
@@ -267,16 +275,23 @@ impl Race {
             input: serde_json::to_value(&worker).expect("a worker is plain data"),
             subject: None,
         };
+        let wait = |at: u64| Step {
+            op: AT.into(),
+            input: at.into(),
+            subject: None,
+        };
+        let steps = match self.poll_every_ms {
+            None => std::iter::once(wait(at))
+                .chain(std::iter::repeat_n(poll, self.polls))
+                .collect(),
+            Some(every) => (0..self.polls as u64)
+                .flat_map(|i| [wait(at + i * every), poll.clone()])
+                .collect(),
+        };
         Plan {
             dir: dir.to_path_buf(),
             process: n,
-            steps: std::iter::once(Step {
-                op: AT.into(),
-                input: at.into(),
-                subject: None,
-            })
-            .chain(std::iter::repeat_n(poll, self.polls))
-            .collect(),
+            steps,
             provider: self.provider.clone(),
             seed: self.jitter_seed,
             ..Plan::default()

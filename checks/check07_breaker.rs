@@ -1963,6 +1963,7 @@ impl Explorer for Generated {
             // An answer closes the breaker; the next wake-up, or the one
             // after, sends what waited.
             closes_on_answer: 2 * TICK + SECOND,
+            sent_once: false,
         }
     }
 

@@ -211,6 +211,7 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             keyed: true,
+            sent_once: true,
             retry_gaps: &[],
             ..Invariants::default()
         }

@@ -287,3 +287,20 @@ fn a_relay_that_reads_back_every_claim_sends_the_other_relays_rows() {
 fn a_row_marked_sent_that_was_never_sent_is_lost() {
     common::assert_marked_sent_and_lost("4", &["mark-sent-before-send", "mark-all-mine-at-end"]);
 }
+
+/// A relay that hands back rows it already sent and marked sends them to
+/// the provider again: a send it recorded is never repeated (chapter 3).
+#[test]
+fn a_relay_that_releases_its_sent_rows_sends_them_again() {
+    let (code, report) = common::checked_json(&["4", "--variant", "release-on-error-resets-sent"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        pattern(&report)[..29].to_string(),
+        "PASS PASS PASS PASS PASS FAIL"
+    );
+    let details = report["verdicts"][5]["details"].to_string();
+    assert!(
+        details.contains("went to the provider again after its send was recorded"),
+        "{details}"
+    );
+}

@@ -173,6 +173,14 @@ pub struct Invariants {
     /// a recipient, a text) never reaches the provider under two keys:
     /// chapter 2's rule, which every later chapter keeps.
     pub keyed: bool,
+    /// A message goes to the provider again only when the service could
+    /// not record its earlier send: the process aborted after it, its
+    /// answer was lost, or the commit after it failed or never came
+    /// (chapter 3: "each row goes to the provider once, key or no key",
+    /// but for what a crash between the send and the mark repeats).
+    /// Judged with the survival rule, for worlds with no sweep that hands a
+    /// live claim to another process.
+    pub sent_once: bool,
 }
 
 /// What happened to one subject (a person, a row), in the rules' words.
@@ -806,6 +814,15 @@ fn invariants(
             });
         }
     }
+    if rules.sent_once {
+        let lines = resent(&played.history);
+        if !lines.is_empty() {
+            found.push(Breach {
+                rule: Rule::Survives,
+                lines,
+            });
+        }
+    }
     if rules.keyed {
         let lines = unkeyed(&played.history);
         if !lines.is_empty() {
@@ -833,6 +850,72 @@ fn invariants(
 /// repeat the provider must drop carries it too, and no other message
 /// carries it (the provider would drop that one). One line per message or
 /// key, the first few only.
+/// Messages that went to the provider again after their send was
+/// recorded: a commit of the same process followed it, with no lost
+/// answer, failing commit or abort in between (see
+/// [`Invariants::sent_once`]).
+fn resent(history: &History) -> Vec<String> {
+    // A message: its channel, its recipient, its text.
+    type Message<'a> = (&'a str, &'a str, &'a str);
+    // Each process's attempts in order: its n-th send event is its n-th.
+    let mut attempts: BTreeMap<u32, Vec<&Delivery>> = BTreeMap::new();
+    for d in &history.deliveries {
+        attempts.entry(d.process).or_default().push(d);
+    }
+    let mut next: BTreeMap<u32, usize> = BTreeMap::new();
+    // Per process, the messages sent since its last commit, and whether
+    // its last event was a send.
+    let mut pending: BTreeMap<u32, (Vec<Message>, bool)> = BTreeMap::new();
+    let mut recorded: Vec<Message> = Vec::new();
+    let mut lines = Vec::new();
+    for e in &history.events {
+        let (open, after_send) = pending.entry(e.process).or_default();
+        let sent = std::mem::replace(after_send, e.kind == Kind::Send);
+        match e.kind {
+            Kind::Send => {
+                let n = next.entry(e.process).or_default();
+                let Some(d) = attempts.get(&e.process).and_then(|ds| ds.get(*n)) else {
+                    continue;
+                };
+                *n += 1;
+                if !matches!(d.outcome, Outcome::Delivered | Outcome::Deduplicated) {
+                    continue;
+                }
+                let message = (d.channel.as_str(), d.recipient.as_str(), d.body.as_str());
+                if recorded.contains(&message) {
+                    let line = format!(
+                        "{} to {} went to the provider again after its send was recorded: {:?}",
+                        a(&d.channel),
+                        d.recipient,
+                        d.body
+                    );
+                    if !lines.contains(&line) {
+                        lines.push(line);
+                    }
+                }
+                open.push(message);
+            }
+            // The answer never came: the service cannot know it was sent.
+            // (A request lost on its way has no send before it.)
+            Kind::Timeout if sent => {
+                open.pop();
+            }
+            Kind::Commit => recorded.append(open),
+            Kind::CommitFailed | Kind::Crash | Kind::Panic => open.clear(),
+            _ => {}
+        }
+    }
+    lines
+}
+
+/// "an email", "a push": a message on `channel`.
+fn a(channel: &str) -> String {
+    match channel.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        true => format!("an {channel}"),
+        false => format!("a {channel}"),
+    }
+}
+
 fn unkeyed(history: &History) -> Vec<String> {
     // A message: its channel, its recipient, its text.
     type Message<'a> = (&'a str, &'a str, &'a str);
@@ -845,8 +928,10 @@ fn unkeyed(history: &History) -> Vec<String> {
         match d.key.as_deref().filter(|k| !k.is_empty()) {
             None => {
                 let line = format!(
-                    "a {} to {} went with no key: {:?}",
-                    d.channel, d.recipient, d.body
+                    "{} to {} went with no key: {:?}",
+                    a(&d.channel),
+                    d.recipient,
+                    d.body
                 );
                 if !bare.contains(&line) {
                     bare.push(line);
