@@ -275,6 +275,18 @@ fn mistakes_made_while_following_the_chapter_fail() {
         pattern, "FAIL FAIL PASS PASS FAIL PASS PASS FAIL PASS PASS",
         "timeout-means-sent"
     );
+    // A claim that marks its rows SENT at once: a dispatcher that dies
+    // after it leaves rows marked sent that nobody sent.
+    let (_, pattern, report) = check(&["--variant", "claim-marks-sent"]);
+    assert_eq!(
+        pattern, "PASS PASS PASS PASS PASS FAIL PASS FAIL PASS PASS",
+        "claim-marks-sent"
+    );
+    let settled = report["verdicts"][7]["details"].to_string();
+    assert!(
+        settled.contains("is marked sent, but never reached the provider"),
+        "{settled}"
+    );
 }
 
 #[test]

@@ -132,18 +132,22 @@ impl FaultModel {
         strands: &[],
     };
 
-    /// A dispatcher without chapter 6's sweep (chapters 5, 9 and 10): a row
-    /// claimed by a process that dies stays claimed, so faults go where it
-    /// survives them, in `publish`, which takes the request: a crash after
-    /// one of its commits, or one of them failing (the request is refused).
+    /// A dispatcher without chapter 6's sweep (chapters 5, 9 and 10): a
+    /// `publish` takes the request, and a crash after any commit, a failing
+    /// commit or a crash right after a send may strike it or the
+    /// dispatcher. A row claimed by a dispatcher that died or gave up stays
+    /// claimed until chapter 6's sweep: such a fault may strand it, never
+    /// send it twice or mark it sent unsent. (A lost answer is a failed
+    /// attempt by chapter 5's rules, with its own scenarios: it may rightly
+    /// turn a delivery into a dead letter, so it is not played here.)
     pub const PUBLISH: FaultModel = FaultModel {
-        crash_after_commit: &["publish"],
-        fail_commit: &["publish"],
-        crash_after_send: &[],
+        crash_after_commit: &["publish", "dispatch"],
+        fail_commit: &["publish", "dispatch"],
+        crash_after_send: &["dispatch"],
         requests: &["publish"],
         keep_answers: false,
         lose_send: &[],
-        strands: &[],
+        strands: &["dispatch"],
     };
 }
 
@@ -1414,10 +1418,16 @@ fn judge_one<E: Explorer>(
                 // A message the fault stranded, untold, is owed to the
                 // sweep of a later chapter: not lost, by these rules.
                 for (subject, fate) in fates.iter_mut() {
-                    if let Some(owed) = own.get(subject).filter(|o| o.state == fate.state) {
-                        if fate.told == 0 {
-                            fate.told = owed.told;
-                        }
+                    let Some(owed) = own.get(subject) else {
+                        continue;
+                    };
+                    // Waiting, in the words of the outbox's contract, of
+                    // chapter 3's claims, or of chapter 9's fates.
+                    let waits = [crate::history::WAITING, "PROCESSING", "not sent"]
+                        .contains(&fate.state.as_str());
+                    if fate.told == 0 && (fate.state == owed.state || waits) {
+                        fate.told = owed.told;
+                        fate.state = owed.state.clone();
                     }
                 }
             }

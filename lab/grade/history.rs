@@ -163,7 +163,9 @@ pub fn read_pairs(dir: &Path, sql: &str) -> Result<Vec<(String, String)>> {
 ///   [`read_dead_letters`]);
 /// - any other row is `SENT` when the provider delivered its message (its
 ///   channel, recipient and body) and [`WAITING`] when it did not, whatever
-///   status, lease, claim or cursor the case keeps.
+///   status, lease, claim or cursor the case keeps, but for one mark held
+///   against the world: a row whose `status` says `SENT` and whose message
+///   was never delivered is [`MARKED_SENT`].
 ///
 /// Dead letters kept apart from the outbox come last. A scenario that
 /// never opened its database left no rows.
@@ -174,17 +176,25 @@ pub fn read_ledger(dir: &Path, history: &History) -> Result<Vec<Queued>> {
     }
     let conn = Connection::open(&path)
         .with_context(|| format!("could not open the service's database {}", path.display()))?;
-    let sql = "SELECT channel, recipient, body FROM outbox ORDER BY id";
+    // The case's own mark, where it keeps chapter 3's status, is held
+    // against the world: a row marked sent must have been delivered.
+    let marked = "SELECT channel, recipient, body, status FROM outbox ORDER BY id";
+    let sql = "SELECT channel, recipient, body, '' FROM outbox ORDER BY id";
     let mut stmt = conn
-        .prepare(sql)
+        .prepare(marked)
+        .or_else(|_| conn.prepare(sql))
         .with_context(|| format!("the service's database does not answer `{sql}`"))?;
     let queued = stmt
         .query_map([], |row| {
-            Ok(Message {
-                channel: row.get(0)?,
-                recipient: row.get(1)?,
-                body: row.get(2)?,
-            })
+            let status: Option<String> = row.get(3).ok().flatten();
+            Ok((
+                Message {
+                    channel: row.get(0)?,
+                    recipient: row.get(1)?,
+                    body: row.get(2)?,
+                },
+                status.is_some_and(|s| s.eq_ignore_ascii_case("SENT")),
+            ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()
         .with_context(|| format!("could not read `{sql}` from the service's database"))?;
@@ -201,12 +211,14 @@ pub fn read_ledger(dir: &Path, history: &History) -> Result<Vec<Queued>> {
         .collect();
     let mut ledger: Vec<Queued> = queued
         .into_iter()
-        .map(|message| {
+        .map(|(message, marked_sent)| {
             let (status, error) = if let Some(i) = dead.iter().position(|d| d.0 == message) {
                 ("FAILED", dead.remove(i).1)
             } else if let Some(i) = delivered.iter().position(|d| *d == message) {
                 delivered.remove(i);
                 ("SENT", None)
+            } else if marked_sent {
+                (MARKED_SENT, None)
             } else {
                 (WAITING, None)
             };
