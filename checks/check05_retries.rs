@@ -1107,6 +1107,8 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             keyed: true,
+            // No sweep hands a live claim to another process here.
+            sent_once: true,
             retry_gaps: &RETRY_GAPS,
             ..Invariants::default()
         }
