@@ -55,6 +55,9 @@ pub(crate) const WORKSPACES: [&str; 6] = [
     "ws_ember",
 ];
 
+/// How long a deploy keeps the service down: most are quick.
+const DOWNTIMES: [i64; 4] = [0, 0, 10 * MINUTE, 3 * 60 * MINUTE];
+
 /// 23:59:30 UTC, from the lab's default start at 18:00 UTC.
 const BEFORE_MIDNIGHT: i64 = 6 * 60 * MINUTE - 30 * SECOND;
 
@@ -75,6 +78,9 @@ pub(crate) struct Scenario {
     /// Chapter 2's relay rounds after the last invite.
     #[serde(flatten)]
     later: Option<Later>,
+    /// How long the service is down during the deploy, in ms: a deploy
+    /// may take hours, and a row a failed send left waits that long.
+    downtime: i64,
 }
 
 /// What chapter 2's worlds add after the last invite.
@@ -149,6 +155,10 @@ impl Scenario {
             starts_at: (Rng::new(seed ^ 0x0202_2359_0000).between(0, 2) == 0)
                 .then_some(DEFAULT_START + BEFORE_MIDNIGHT),
         });
+        // From a stream of its own, so the rest is drawn as before: most
+        // deploys are quick, some keep the service down for hours (within
+        // the provider's key window).
+        let downtime = *Rng::new(seed ^ 0x0d0e_0f10_0000).pick(&DOWNTIMES);
         Scenario {
             seed,
             workspaces,
@@ -156,6 +166,7 @@ impl Scenario {
             relay_every,
             deploy_after,
             later,
+            downtime,
         }
     }
 
@@ -188,7 +199,11 @@ impl Scenario {
             ..Plan::default()
         }];
         if cut < self.invites.len() {
-            let mut steps = vec![Step::new("relay")];
+            let mut steps = Vec::new();
+            if self.downtime > 0 {
+                steps.push(Step::advance(self.downtime));
+            }
+            steps.push(Step::new("relay"));
             steps.extend(self.steps(cut..self.invites.len()));
             plans.push(Plan {
                 dir: dir.to_path_buf(),
@@ -276,10 +291,14 @@ impl Scenario {
             true => last,
             false => format!("{} and {last}", when.join(", ")),
         };
-        let deploy = self
-            .deploy_after
-            .map(|d| format!("; a deploy after invite {d}"))
-            .unwrap_or_default();
+        let deploy = match (self.deploy_after, self.downtime) {
+            (None, _) => String::new(),
+            (Some(d), 0) => format!("; a deploy after invite {d}"),
+            (Some(d), down) => format!(
+                "; a deploy after invite {d}, the service down for {}",
+                lab::explore::span(down)
+            ),
+        };
         format!(
             "{}; {}; the relay runs {runs}{deploy}{midnight}",
             seats.join(", "),
@@ -315,6 +334,10 @@ const DIMENSIONS_2: &[Dimension<Scenario>] = {
         Dimension {
             name: "a relay a minute before midnight, so a retry may come on the next day",
             reached: |s| s.later.as_ref().is_some_and(|l| l.starts_at.is_some()),
+        },
+        Dimension {
+            name: "a deploy that keeps the service down for hours",
+            reached: |s| s.deploy_after.is_some() && s.downtime >= 60 * MINUTE,
         },
     ]
 };
@@ -397,6 +420,12 @@ impl Explorer for Generated {
         if scenario.deploy_after.is_some() {
             smaller.push(Scenario {
                 deploy_after: None,
+                ..scenario.clone()
+            });
+        }
+        if scenario.downtime > 0 {
+            smaller.push(Scenario {
+                downtime: 0,
                 ..scenario.clone()
             });
         }
