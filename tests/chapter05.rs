@@ -287,6 +287,13 @@ fn mistakes_made_while_following_the_chapter_fail() {
         settled.contains("is marked sent, but never reached the provider"),
         "{settled}"
     );
+    // A failed attempt recorded in two commits: a crash between them
+    // leaves the row due at once, before its backoff.
+    let (_, pattern, _) = check(&["--variant", "release-then-schedule"]);
+    assert_eq!(
+        pattern, "PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS",
+        "release-then-schedule"
+    );
 }
 
 #[test]
