@@ -15,6 +15,8 @@
 
 use anyhow::Result;
 
+use super::invite_world::NAMES;
+use super::invited::WORKSPACES;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding};
@@ -66,19 +68,6 @@ struct Batch {
     /// Real time each send takes, in milliseconds.
     latency_ms: u64,
 }
-
-const NAMES: [&str; 20] = [
-    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
-    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-];
-const WORKSPACES: [&str; 6] = [
-    "ws_nova",
-    "ws_delta",
-    "ws_pine",
-    "ws_harbor",
-    "ws_quartz",
-    "ws_ember",
-];
 
 impl Batch {
     /// The chapter's batch: four emails waiting, three invites arriving,
