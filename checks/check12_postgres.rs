@@ -692,8 +692,15 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
                     && kills.iter().any(|&k| k > w[0] && k < w[1])
             })
             .count();
+        // A kill after a delivery, before the row's next request, may have
+        // lost the relay's record of it: the rules then let the row be
+        // sent again, and dead-lettered if those sends fail.
+        let delivery_unrecorded = requests.iter().enumerate().any(|(i, r)| {
+            let until = requests.get(i + 1).map_or(i64::MAX, |next| next.at_us);
+            r.delivered && kills.iter().any(|&k| k >= r.at_us && k <= until)
+        });
         if row.status == "FAILED" {
-            if requests.iter().any(|r| r.delivered) {
+            if requests.iter().any(|r| r.delivered) && !delivery_unrecorded {
                 faults.push(format!("{who}: delivered, yet ends FAILED"));
             } else if !refused && failures + lost < ATTEMPTS {
                 faults.push(format!(

@@ -634,7 +634,10 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
     // Per process and operation: a delivered send whose answer no commit
     // has recorded yet.
     let mut unrecorded: HashSet<(u32, String)> = HashSet::new();
-    for event in &history.events {
+    // Where each point's event is, to find the last of each kind before a
+    // restart below.
+    let mut at = Vec::new();
+    for (i, event) in history.events.iter().enumerate() {
         let Some(op) = event.op.as_deref() else {
             continue;
         };
@@ -712,9 +715,43 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
             }
             _ => {}
         }
+        at.resize(points.len(), i);
     }
+    mark_last_before_restarts(&mut points, &at, history);
     points
 }
+
+/// Gives the last point of each kind before a process starts (a deploy's
+/// restart, a relay joining) a kind of its own: what such a fault leaves
+/// behind, only the process that starts next can recover, after however
+/// long the service was down. The sample then plays it as surely as the
+/// same fault with a pass of the same process still to come.
+fn mark_last_before_restarts(points: &mut [Point], at: &[usize], history: &History) {
+    let starts: Vec<usize> = history
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == Kind::Start)
+        .map(|(i, _)| i)
+        .skip(1)
+        .collect();
+    for start in starts {
+        let mut last: HashMap<String, usize> = HashMap::new();
+        for (p, point) in points.iter().enumerate() {
+            if at[p] < start {
+                last.insert(point.kind.clone(), p);
+            }
+        }
+        for p in last.into_values() {
+            if !points[p].kind.ends_with(BEFORE_A_START) {
+                points[p].kind.push_str(BEFORE_A_START);
+            }
+        }
+    }
+}
+
+/// How [`mark_last_before_restarts`] names its kinds.
+const BEFORE_A_START: &str = ", the last before a process starts";
 
 /// Chooses `budget` of `points`, the same ones for the same seed: one of
 /// every kind first, so that no kind of fault the scenario has goes

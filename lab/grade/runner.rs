@@ -281,6 +281,7 @@ impl Case {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
+        steady_heap(&mut command);
         // A group of its own: on a hang, the process and everything it
         // started are stopped together.
         #[cfg(unix)]
@@ -291,6 +292,22 @@ impl Case {
         remember_group(&child);
         Ok(child)
     }
+}
+
+/// Asks glibc's allocator in the case process to keep the memory it frees
+/// and to grow its heap in large steps. With its defaults, a case process
+/// that opens its databases and runs its statements hands memory back to
+/// the kernel and asks for it again about 1,700 times (brk), and `notify
+/// check 7 --solution` spent 2.3 s in the kernel instead of 1.4 s. Other
+/// allocators ignore the variable. A setting already in the environment
+/// comes after these, so where both name a tunable, it wins.
+pub fn steady_heap(command: &mut Command) {
+    const TUNABLES: &str = "glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=16777216";
+    let value = match std::env::var("GLIBC_TUNABLES") {
+        Ok(theirs) if !theirs.is_empty() => format!("{TUNABLES}:{theirs}"),
+        _ => TUNABLES.to_string(),
+    };
+    command.env("GLIBC_TUNABLES", value);
 }
 
 /// True when the process planned to abort: a crash fault, or a message
