@@ -1240,6 +1240,9 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
 ];
 
+/// A notification's fate before anything reached the provider.
+const NOT_SENT: &str = "not sent";
+
 impl Explorer for Generated {
     type Scenario = Batch;
 
@@ -1257,6 +1260,11 @@ impl Explorer for Generated {
 
     fn dimensions(&self) -> &'static [Dimension<Batch>] {
         DIMENSIONS
+    }
+
+    /// A notification is "not sent" until its push or email goes out.
+    fn waiting(&self, fate: &Fate) -> bool {
+        fate.state == NOT_SENT
     }
 
     fn faults(&self) -> FaultModel {
@@ -1302,7 +1310,7 @@ impl Explorer for Generated {
                 } else {
                     format!("on their clock: {}", times.join(", "))
                 };
-                let state = if told > 0 { "sent" } else { "not sent" };
+                let state = if told > 0 { "sent" } else { NOT_SENT };
                 fates.insert(
                     format!("{} {channel} ({})", n.subject(), n.kind),
                     Fate {

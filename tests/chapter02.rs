@@ -285,6 +285,20 @@ fn marking_a_round_up_to_its_last_send_loses_a_lost_request_behind_it() {
 }
 
 #[test]
+fn setting_a_row_aside_once_it_has_failed_for_half_an_hour_loses_its_email() {
+    // The last send before a deploy loses its request, and the deploy
+    // keeps the service down for hours: the row still owes its email, and
+    // its key is still within the provider's window.
+    let (pattern, report) = variant("set-aside-after-key-window");
+    assert_eq!(pattern, "PASS PASS PASS PASS PASS FAIL PASS FAIL PASS");
+    let scenario = report["verdicts"][SURVIVES]["scenario"].as_str().unwrap();
+    assert!(
+        scenario.contains("the service down for 180 min"),
+        "{scenario}"
+    );
+}
+
+#[test]
 fn a_key_scoped_by_the_day_changes_at_midnight() {
     // Some generated worlds start a minute before midnight, so a retry of
     // a send whose answer was lost may come on the next day.

@@ -223,10 +223,10 @@ fn the_text_report_names_the_properties_and_draws_the_timeline() {
             "  PASS  every member gets exactly one email (4 members, one email each)",
             "  PASS  each row goes to the provider once while two relays race (chapter 3) (123 sends for 123 rows)",
             "  PASS  generated scenarios end as with the reference solution (5 scenarios, without faults)",
-            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (5 scenarios, 15 crash points, 10 failing commits, 10 lost sends, sampled from 133)",
-            "  PASS  nobody gets the same message twice (5 scenarios, 15 crash points, 10 failing commits, 10 lost sends, sampled from 133)",
-            "  PASS  once idle, every message is delivered, or a dead letter with its error (5 scenarios, 15 crash points, 10 failing commits, 10 lost sends, sampled from 133)",
-            "  PASS  every send carries its message's key, and only that one (chapter 2) (5 scenarios, 15 crash points, 10 failing commits, 10 lost sends, sampled from 133)",
+            "  PASS  a crash or a failing commit anywhere loses nothing and sends nothing twice (5 scenarios, 24 crash points, 16 failing commits, 16 lost sends, sampled from 133)",
+            "  PASS  nobody gets the same message twice (5 scenarios, 24 crash points, 16 failing commits, 16 lost sends, sampled from 133)",
+            "  PASS  once idle, every message is delivered, or a dead letter with its error (5 scenarios, 24 crash points, 16 failing commits, 16 lost sends, sampled from 133)",
+            "  PASS  every send carries its message's key, and only that one (chapter 2) (5 scenarios, 24 crash points, 16 failing commits, 16 lost sends, sampled from 133)",
         ]
     );
     assert!(text.contains("7 of 9 properties hold"), "{text}");

@@ -184,9 +184,11 @@ fn one_breaker_for_every_channel_holds_back_push() {
 #[test]
 fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
     let (_, pattern) = variant("probe-flood");
+    // A crash after a send in an outage: the flood has spent the attempts
+    // the sweep's charge needed, and a delivered row is dead-lettered.
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS"
     );
 }
 

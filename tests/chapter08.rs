@@ -298,9 +298,11 @@ fn keeping_push_failures_out_of_the_breaker_burns_attempts_in_an_outage() {
 #[test]
 fn a_fallback_email_that_copies_the_push_row_loses_its_retries() {
     let (_, pattern, report) = variant("fallback-copies-row");
+    // Under a crash, the copy's lost retry may be found by the sweep: the
+    // play then ends otherwise than the same fix without the fault.
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS PASS FAIL FAIL PASS PASS PASS"
     );
     let scenario = scenario_of(&report, AGREES);
     assert!(scenario.contains("mail fails 1x"), "{scenario}");

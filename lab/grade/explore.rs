@@ -272,6 +272,14 @@ pub trait Explorer: Sync {
     ) -> Option<BTreeMap<String, Fate>> {
         None
     }
+    /// Whether `fate` says its message is still waiting to be sent, in the
+    /// words of this chapter's contract: the outbox's waiting rows and
+    /// chapter 3's claims by default. A fault in [`FaultModel::strands`]
+    /// may leave such a message untold without losing it.
+    fn waiting(&self, fate: &Fate) -> bool {
+        [crate::history::WAITING, "PROCESSING"].contains(&fate.state.as_str())
+    }
+
     /// The fates a run under a fault is compared by, from those observed:
     /// by default, every subject as it is. A chapter whose rules let a
     /// fault change how a message travels, though not whether it arrives,
@@ -1458,11 +1466,7 @@ fn judge_one<E: Explorer>(
                     let Some(owed) = own.get(subject) else {
                         continue;
                     };
-                    // Waiting, in the words of the outbox's contract, of
-                    // chapter 3's claims, or of chapter 9's fates.
-                    let waits = [crate::history::WAITING, "PROCESSING", "not sent"]
-                        .contains(&fate.state.as_str());
-                    if fate.told == 0 && (fate.state == owed.state || waits) {
+                    if fate.told == 0 && (fate.state == owed.state || explorer.waiting(fate)) {
                         fate.told = owed.told;
                         fate.state = owed.state.clone();
                     }
