@@ -33,6 +33,20 @@ pub(crate) const NAMES: [&str; 20] = [
     "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
     "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
 ];
+/// The faults of a service that invites and relays, from chapter 2 on: a
+/// crash after any commit or after a delivered relay send, a failing commit
+/// in either, and a lost answer of a relay send. An invite that errs and
+/// committed nothing is owed nothing.
+pub const RELAY_FAULTS: FaultModel = FaultModel {
+    crash_after_commit: &["invite", "relay"],
+    fail_commit: &["invite", "relay"],
+    crash_after_send: &["relay"],
+    requests: &["invite"],
+    keep_answers: false,
+    lose_send: &["relay"],
+    strands: &[],
+};
+
 const WORKSPACES: [&str; 5] = ["ws_nova", "ws_delta", "ws_pine", "ws_harbor", "ws_ember"];
 
 /// What one step of a generated service does.
@@ -192,13 +206,8 @@ impl Explorer for Generated {
         // 6's sweep hands it back: the relay's faults may strand a row,
         // and are played for what else they must not do.
         FaultModel {
-            crash_after_commit: &["invite", "relay"],
-            fail_commit: &["invite", "relay"],
-            crash_after_send: &["relay"],
-            requests: &["invite"],
-            keep_answers: false,
-            lose_send: &["relay"],
             strands: &["relay"],
+            ..RELAY_FAULTS
         }
     }
 

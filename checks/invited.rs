@@ -42,7 +42,7 @@ use lab::Invite;
 
 use super::invite_world::{
     invite_dimensions, observe_invites, relayed_every, seat_fixture, Invites, Shape, NAMES,
-    NEXT_DAY,
+    NEXT_DAY, RELAY_FAULTS,
 };
 
 /// No name is a prefix of another: an email names its workspace.
@@ -368,15 +368,7 @@ impl Explorer for Generated {
                 lose_send: &[],
                 strands: &[],
             },
-            _ => FaultModel {
-                crash_after_commit: &["invite", "relay"],
-                fail_commit: &["invite", "relay"],
-                crash_after_send: &["relay"],
-                requests: &["invite"],
-                keep_answers: false,
-                lose_send: &["relay"],
-                strands: &[],
-            },
+            _ => RELAY_FAULTS,
         }
     }
 
