@@ -194,9 +194,11 @@ mod on_postgres {
         );
     }
 
-    #[test]
-    fn every_wrong_fix_fails_its_property() {
-        for (variant, expected) in WRONG_FIXES {
+    /// Each check of chapter 12 plays about 30 s on the real clock, most
+    /// of it waiting on the relays: the catalogue is graded in two halves,
+    /// two tests that run side by side.
+    fn wrong_fixes_fail_their_property(fixes: &[(&str, &str)]) {
+        for (variant, expected) in fixes {
             let (code, pattern, _) = check(&["--variant", variant]);
             assert_eq!(code, 1, "{variant}");
             assert!(
@@ -204,5 +206,15 @@ mod on_postgres {
                 "{variant}: {pattern}, not {expected}"
             );
         }
+    }
+
+    #[test]
+    fn the_first_half_of_the_wrong_fixes_fail_their_property() {
+        wrong_fixes_fail_their_property(&WRONG_FIXES[..WRONG_FIXES.len() / 2]);
+    }
+
+    #[test]
+    fn the_second_half_of_the_wrong_fixes_fail_their_property() {
+        wrong_fixes_fail_their_property(&WRONG_FIXES[WRONG_FIXES.len() / 2..]);
     }
 }
