@@ -1349,7 +1349,37 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
         name: "the endpoint down while a webhook comes",
         reached: |b| any_hook(b, |h| h.down),
     },
+    // A bounce or complaint stops an address for good: a delivery the
+    // provider reports later, of another email in flight, changes nothing.
+    Dimension {
+        name: "an address delivered to after its bounce or complaint, then emailed again",
+        reached: delivered_after_suppressed,
+    },
 ];
+
+/// Whether some address has a genuine delivery that happened after its
+/// genuine bounce or complaint, on the provider's clock, and came after it
+/// too, and an email queued to it after both came.
+fn delivered_after_suppressed(b: &Batch) -> bool {
+    let genuine: Vec<(i64, &Event)> = b
+        .hooks
+        .iter()
+        .filter(|h| h.nature == Nature::Genuine && !h.down)
+        .filter_map(|h| Some((h.at, h.event.as_ref()?)))
+        .collect();
+    genuine
+        .iter()
+        .filter(|(_, e)| e.suppresses())
+        .any(|(came, stop)| {
+            genuine.iter().any(|(later, d)| {
+                !d.suppresses()
+                    && d.to == stop.to
+                    && d.occurred > stop.occurred
+                    && later > came
+                    && b.messages.iter().any(|m| m.to == stop.to && m.at > *later)
+            })
+        })
+}
 
 impl Explorer for Generated {
     type Scenario = Batch;
