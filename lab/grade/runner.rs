@@ -301,12 +301,14 @@ impl Case {
 /// check 7 --solution` spent 2.3 s in the kernel instead of 1.4 s. Other
 /// allocators ignore the variable. A setting already in the environment
 /// comes after these, so where both name a tunable, it wins.
-pub fn steady_heap(command: &mut Command) {
+/// The value is made once: a check starts hundreds of case processes.
+fn steady_heap(command: &mut Command) {
     const TUNABLES: &str = "glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=16777216";
-    let value = match std::env::var("GLIBC_TUNABLES") {
+    static VALUE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let value = VALUE.get_or_init(|| match std::env::var("GLIBC_TUNABLES") {
         Ok(theirs) if !theirs.is_empty() => format!("{TUNABLES}:{theirs}"),
         _ => TUNABLES.to_string(),
-    };
+    });
     command.env("GLIBC_TUNABLES", value);
 }
 
