@@ -1397,6 +1397,11 @@ enum Script {
     /// works; [`ALWAYS`] for a phone that is rate limited every time. A
     /// 429 does not count against the provider.
     Limited(u32),
+    /// The first n sends are answered 429 as [`Script::Limited`]'s are;
+    /// every send after them kills the process sending it before the
+    /// provider gets it (a poison message, chapter 6): only the sweep
+    /// moves it on, and it dead-letters it on its last attempt.
+    Poison(u32),
 }
 
 /// A [`Script::Limited`] that never ends.
@@ -1419,6 +1424,8 @@ impl Script {
             Script::Refused => Some(format!("{what} refused")),
             Script::Limited(ALWAYS) => Some(format!("{what} always 429")),
             Script::Limited(n) => Some(format!("{what} 429 {n}x")),
+            Script::Poison(0) => Some(format!("{what} kills every sender")),
+            Script::Poison(n) => Some(format!("{what} 429 {n}x, then kills every sender")),
         }
     }
 }
@@ -1581,6 +1588,10 @@ const ODD_TICK: i64 = 3 * SECOND;
 /// and dead-letters it, so its email comes by 13 min 10 s or so.
 const SETTLE: i64 = 14 * MINUTE + 30 * SECOND;
 
+/// How much longer a world with a poison message runs: its four
+/// attempts, each but the 429s ended by the sweep 5 to 6 min later.
+const POISON_SETTLE: i64 = 10 * MINUTE;
+
 impl World {
     /// A world drawn from `seed` over everything chapter 8 speaks about.
     ///
@@ -1630,11 +1641,27 @@ impl World {
             2..=4 => (false, true),
             _ => (false, false),
         };
+        // A fifth of the worlds have a poison message, drawn from a stream
+        // of its own: the first troubled phone's push, the address its
+        // fallback goes to, or a reader's email. Its first sends are
+        // refused with a 429 or none are; the sweep ends it either way.
+        let mut venom = Rng::new(seed ^ 0x0808_9015_0e5a);
+        let mut poison = (venom.between(0, 4) == 0).then(|| {
+            let n = [0, 3][venom.between(0, 1) as usize];
+            (venom.between(0, 2), Script::Poison(n))
+        });
         // Readers of email: some have a phone too, which nothing uses.
         let readers = if failing_reader { 4 } else { rng.between(0, 3) };
-        for _ in 0..readers {
+        for i in 0..readers {
             let phone = rng.between(0, 1) == 1;
-            members.push(next("email", phone, Script::Fine, Script::Fine));
+            let mail = match poison {
+                Some((2, script)) if i == 0 => {
+                    poison = None;
+                    script
+                }
+                _ => Script::Fine,
+            };
+            members.push(next("email", phone, Script::Fine, mail));
         }
         let refusing = rng.between(0, 2) > 0;
         if refusing {
@@ -1713,11 +1740,22 @@ impl World {
                     (true, 4) => Script::Flaky(1),
                     (true, _) => Script::Limited(2),
                 };
+                // A third of the worlds make their first troubled phone a
+                // poison one instead, drawn from a stream of its own.
+                let venom = if doomed_yet { None } else { poison.take() };
+                let push = match venom {
+                    Some((0 | 2, script)) => script,
+                    _ => push,
+                };
                 failing_phone |= push.fails();
                 let mail = match (doomed_yet, rng.between(0, 4)) {
                     (false, _) if failing_fallback => Script::Flaky(1),
                     (_, 0) => Script::Refused,
                     _ => Script::Fine,
+                };
+                let mail = match venom {
+                    Some((1, script)) => script,
+                    _ => mail,
                 };
                 Some(next("push", true, push, mail))
             };
@@ -1857,7 +1895,11 @@ impl World {
     fn end(&self) -> i64 {
         let last = self.news.iter().map(|n| n.at).max().unwrap_or(0);
         let up = self.down.map_or(0, |d| d.to);
-        last.max(up) + SETTLE
+        let poison = self
+            .members
+            .iter()
+            .any(|m| matches!(m.push, Script::Poison(_)) || matches!(m.mail, Script::Poison(_)));
+        last.max(up) + SETTLE + if poison { POISON_SETTLE } else { 0 }
     }
 
     fn script(&self, channel: &str) -> ProviderScript {
@@ -1886,13 +1928,17 @@ impl World {
                 .collect(),
             rate_limited: members()
                 .filter_map(|(r, s)| match s {
-                    Script::Limited(n) => Some((r, n, RETRY_AFTER_S)),
+                    Script::Limited(n) | Script::Poison(n) if n > 0 => Some((r, n, RETRY_AFTER_S)),
                     _ => None,
                 })
                 .collect(),
             unreachable: with(Script::Dead),
             unanswered: with(Script::Unanswered),
             rejected: with(Script::Refused),
+            crash_on: members()
+                .filter(|(_, s)| matches!(s, Script::Poison(_)))
+                .map(|(r, _)| r)
+                .collect(),
             ..ProviderScript::default()
         };
         if let (Some(d), "push") = (self.down, channel) {
@@ -2111,6 +2157,12 @@ impl Explorer for Generated {
     /// same message is the next probe 30 s later, so during an outage the
     /// world sees one message tried every 30 s while its own attempts keep
     /// their backoff. The agreement compares every attempt's time instead.
+    /// A dead letter here says only that attempts ran out or a claim was
+    /// lost: a fault's timing may rightly let one of them through.
+    fn dead_letters_may_arrive(&self) -> bool {
+        true
+    }
+
     fn invariants(&self) -> Invariants {
         Invariants {
             told_once: true,
@@ -2423,6 +2475,22 @@ impl Explorer for Generated {
 
 /// The edges of chapter 8's world its rules turn on.
 const DIMENSIONS: &[Dimension<World>] = &[
+    // Only the sweep can end it: its fallback must ride in the sweep's
+    // dead letter as it does in the dispatcher's.
+    Dimension {
+        name: "an important push that kills every dispatcher once past its 429s, dead-lettered by the sweep on its last attempt",
+        reached: |w| {
+            w.notices().any(|n| {
+                n.member.channel == "push"
+                    && n.member.push == Script::Poison(3)
+                    && IMPORTANT.contains(&n.news.kind)
+            })
+        },
+    },
+    Dimension {
+        name: "an email that kills every dispatcher once past its 429s, dead-lettered by the sweep on its last attempt",
+        reached: |w| w.members.iter().any(|m| m.mail == Script::Poison(3)),
+    },
     Dimension {
         name: "a push of a kind that does not fall back, still waiting 10 min into an outage",
         reached: |w| {

@@ -96,8 +96,10 @@ pub struct ProviderScript {
     pub hangs: Vec<(i64, i64)>,
     /// Recipients whose every send kills the sending process before the
     /// provider gets it: a poison message, e.g. one the renderer crashes on.
-    /// A recipient also in [`ProviderScript::flaky`] meets its failures
-    /// first: its first n attempts fail, and only the later ones kill.
+    /// A recipient also in [`ProviderScript::flaky`] or
+    /// [`ProviderScript::rate_limited`] meets those answers first: its
+    /// first n attempts fail, or are refused with a 429, and only the later
+    /// ones kill.
     #[serde(default)]
     pub crash_on: Vec<String>,
     /// Records in the world that a send has begun, before any wait, so that

@@ -489,6 +489,22 @@ impl Recorder {
             .context("could not read the scenario's moments from the world")
     }
 
+    /// Whether process `process` died on a poison message: a send the
+    /// provider script kills every process on (see
+    /// [`crate::scenario::ProviderScript::crash_on`]), so the world, not a
+    /// fault of the lab's, ended it.
+    pub fn poisoned(&self, process: u32) -> Result<bool> {
+        self.conn
+            .prepare_cached(
+                "SELECT 1 FROM events
+                  WHERE process = ?1 AND kind = 'crash' AND subject IS NOT NULL",
+            )
+            .and_then(|mut read| read.query_row([process], |_| Ok(())))
+            .optional()
+            .map(|found| found.is_some())
+            .context("could not read the scenario's crashes from the world")
+    }
+
     /// How many sends to `recipient` on `channel` the provider has seen, in
     /// every process of the scenario.
     pub fn attempts_to(&self, channel: &str, recipient: &str) -> Result<u32> {

@@ -350,8 +350,10 @@ impl Provider {
     /// `flaky` fails for `to`: a poison recipient meets those 503s before
     /// its sends start killing the process.
     fn fails_first(&self, rec: &Recorder, to: &str) -> anyhow::Result<bool> {
-        match self.script.flaky.iter().find(|(r, _)| r == to) {
-            Some((_, n)) => Ok(rec.attempts_to(self.channel, to)? < *n),
+        let flaky = self.script.flaky.iter().map(|(r, n)| (r, *n));
+        let limited = self.script.rate_limited.iter().map(|(r, n, _)| (r, *n));
+        match flaky.chain(limited).find(|(r, _)| *r == to) {
+            Some((_, n)) => Ok(rec.attempts_to(self.channel, to)? < n),
             None => Ok(false),
         }
     }

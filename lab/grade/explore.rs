@@ -280,6 +280,16 @@ pub trait Explorer: Sync {
         [crate::history::WAITING, "PROCESSING"].contains(&fate.state.as_str())
     }
 
+    /// Whether a message the play without a fault dead-lettered, never
+    /// told, may be told once under a fault: true in a chapter whose dead
+    /// letters only say that attempts ran out or a claim was lost, which a
+    /// fault's timing changes (chapters 5 to 8). False by default: a dead
+    /// letter may also mean "owed to nobody" (a notification withdrawn, an
+    /// address suppressed, a message that must not render).
+    fn dead_letters_may_arrive(&self) -> bool {
+        false
+    }
+
     /// The fates a run under a fault is compared by, from those observed:
     /// by default, every subject as it is. A chapter whose rules let a
     /// fault change how a message travels, though not whether it arrives,
@@ -488,6 +498,9 @@ struct Played {
     observation: Observation,
     history: History,
     exits: Vec<Exit>,
+    /// The processes a poison message killed: the world's doing, each
+    /// followed by a restart, as a crash is.
+    poisoned: Vec<u32>,
     /// Why the chapter could not read the run, if it could not.
     unreadable: Option<String>,
 }
@@ -499,6 +512,7 @@ impl Played {
         for (i, exit) in self.exits.iter().enumerate() {
             match exit {
                 Exit::Finished => {}
+                Exit::Aborted if self.poisoned.contains(&(i as u32 + 1)) => {}
                 Exit::Aborted if crash && !aborted => aborted = true,
                 other => {
                     return Some(format!("process {} {}", i + 1, other.describe()));
@@ -520,30 +534,46 @@ fn play<E: Explorer>(
     let dir = scenario_dir()?;
     let plans = explorer.plans(scenario, dir.path());
     let mut exits = Vec::new();
+    let mut poisoned = Vec::new();
     let mut number = 1;
     let mut last: Option<Plan> = None;
-    for mut plan in plans {
-        let original = plan.process;
+    // Faults go by the number a process has in the play, as in the
+    // fault-free history their points come from: the same up to the fault.
+    let fault_for = |process: u32| {
+        fault
+            .filter(|f| f.process == process)
+            .map(|f| f.fault.clone())
+    };
+    'plans: for mut plan in plans {
         plan.process = number;
         number += 1;
-        plan.fault = fault
-            .filter(|f| f.process == original)
-            .map(|f| f.fault.clone());
-        let exit = case.start(&plan)?;
-        last = Some(plan.clone());
-        let crashed = exit == Exit::Aborted && fault.is_some_and(Injected::is_crash);
-        let done = exit == Exit::Finished;
-        exits.push(exit);
-        if crashed {
-            let restart = restart_plan(explorer, &plan, number)?;
-            number += 1;
-            let exit = case.start(&restart)?;
-            let fine = exit == Exit::Finished;
+        loop {
+            plan.fault = fault_for(plan.process);
+            let exit = case.start(&plan)?;
+            last = Some(plan.clone());
+            let aborted = exit == Exit::Aborted;
+            let done = exit == Exit::Finished;
             exits.push(exit);
-            if !fine {
-                break;
+            // A poison message kills every process that sends it: the
+            // service restarts as after any crash, up to a point.
+            let poison = aborted && Recorder::open(dir.path(), 0)?.poisoned(plan.process)?;
+            if poison {
+                poisoned.push(plan.process);
             }
-        } else if !done {
+            let crashed = aborted
+                && !poison
+                && matches!(
+                    plan.fault,
+                    Some(Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. })
+                );
+            if (poison && poisoned.len() <= POISON_RESTARTS) || crashed {
+                plan = restart_plan(explorer, &plan, number)?;
+                number += 1;
+                continue;
+            }
+            if !done {
+                break 'plans;
+            }
             break;
         }
     }
@@ -582,9 +612,15 @@ fn play<E: Explorer>(
         observation,
         history,
         exits,
+        poisoned,
         unreadable,
     })
 }
+
+/// How many times a play restarts the service after a poison message
+/// killed it: enough for a poison row to use up every attempt it has, and
+/// for the sweep to dead-letter it.
+const POISON_RESTARTS: usize = 12;
 
 /// How long after a fault the service runs again, in simulated ms. After a
 /// request lost on its way, a day and an hour: nothing reached the provider,
@@ -1116,7 +1152,11 @@ fn swept_early(after: i64, fault: &Injected, played: &Played) -> Vec<String> {
         return Vec::new();
     }
     // Processes are numbered from 1 in the order they started.
-    let Some(crashed) = played.exits.iter().position(|e| *e == Exit::Aborted) else {
+    let Some(crashed) = (1..)
+        .zip(&played.exits)
+        .find(|&(n, e)| *e == Exit::Aborted && !played.poisoned.contains(&n))
+        .map(|(n, _)| n - 1)
+    else {
         return Vec::new();
     };
     let deliveries = &played.history.deliveries;
@@ -1469,6 +1509,20 @@ fn judge_one<E: Explorer>(
                     if fate.told == 0 && (fate.state == owed.state || explorer.waiting(fate)) {
                         fate.told = owed.told;
                         fate.state = owed.state.clone();
+                    }
+                }
+            }
+            if explorer.dead_letters_may_arrive() {
+                // A dead letter of the play without the fault, told once
+                // under it: the fault moved an attempt or a batch, and an
+                // attempt that failed before got through. Nothing is lost
+                // or sent twice.
+                for (subject, fate) in fates.iter_mut() {
+                    let Some(owed) = own.get(subject) else {
+                        continue;
+                    };
+                    if owed.told == 0 && owed.state.contains("FAILED") && fate.told == 1 {
+                        *fate = owed.clone();
                     }
                 }
             }
