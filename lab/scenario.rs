@@ -102,6 +102,12 @@ pub struct ProviderScript {
     /// ones kill.
     #[serde(default)]
     pub crash_on: Vec<String>,
+    /// (recipient, n): the first n sends to this recipient kill the process
+    /// sending it before the provider gets them, as a host lost mid-send
+    /// would; later sends go as the rest of the script says. The claim the
+    /// process held is left for chapter 6's sweep.
+    #[serde(default)]
+    pub crash_first: Vec<(String, u32)>,
     /// Records in the world that a send has begun, before any wait, so that
     /// the parent or another process can wait for it ([`Moment::Sending`]).
     #[serde(default)]

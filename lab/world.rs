@@ -505,6 +505,15 @@ impl Recorder {
             .context("could not read the scenario's crashes from the world")
     }
 
+    /// How many processes a send to `recipient` has killed, in every
+    /// process of the scenario.
+    pub fn kills_of(&self, recipient: &str) -> Result<u32> {
+        self.conn
+            .prepare_cached("SELECT count(*) FROM events WHERE kind = 'crash' AND subject = ?1")
+            .and_then(|mut count| count.query_row([recipient], |row| row.get(0)))
+            .context("could not count the crashes in the world")
+    }
+
     /// How many sends to `recipient` on `channel` the provider has seen, in
     /// every process of the scenario.
     pub fn attempts_to(&self, channel: &str, recipient: &str) -> Result<u32> {

@@ -82,10 +82,10 @@ fn the_shipped_case_leaves_orphans_processing_forever() {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert!(kinds.contains(&"crash"), "{kinds:?}");
-    // Generated scenarios: a row a dispatcher lost before the start is never
+    // Generated scenarios: a row held by a dispatcher lost mid-send is never
     // handed back, and neither is one lost to a crash in `dispatch`.
     assert!(
-        scenario(&report, AGREES).contains("by a lost dispatcher"),
+        scenario(&report, AGREES).contains("held by a dispatcher lost mid-send"),
         "{report}"
     );
     assert!(
@@ -169,7 +169,7 @@ fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
 #[test]
 fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
     let (_, pattern, report) = check(&["--variant", "short-threshold"]);
-    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
 }
 
@@ -221,15 +221,16 @@ fn a_sweep_of_every_row_not_sent_resends_a_dead_letter() {
 #[test]
 fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
     // The chapter's own scenarios pass: only the generated ones, compared
-    // with the reference, show an address that always fails getting 3
-    // attempts instead of 4.
+    // with the reference, show an address that always fails, held by a
+    // dispatcher lost mid-send, getting 2 attempts after the lost one
+    // instead of 3.
     let (code, pattern, report) = check(&["--variant", "count-at-claim"]);
     assert_eq!(pattern, "PASS PASS PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let agrees = details(&report, AGREES);
     assert!(
         agrees.contains(
-            "3 attempts: failed, failed, failed (dead letter: 503) (the reference: never told, FAILED; 4 attempts"
+            "2 attempts: failed, failed (dead letter: 503) (the reference: never told, FAILED; 3 attempts"
         ),
         "{agrees}"
     );
@@ -241,7 +242,7 @@ fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
     assert_eq!(&pattern[..19], "PASS PASS FAIL FAIL", "{pattern}");
     assert!(scenario(&report, AGREES).contains("send takes"), "{report}");
     assert!(
-        details(&report, AGREES).contains("(dead letter: dispatcher lost)"),
+        details(&report, AGREES).contains("(the reference: never told, FAILED"),
         "{report}"
     );
 }

@@ -189,6 +189,13 @@ impl Provider {
             *n += 1;
             *n
         };
+        if let Some((_, n)) = self.script.crash_first.iter().find(|(r, _)| r == to) {
+            if rec.kills_of(to)? < *n {
+                // The host is lost mid-send: nothing reaches the provider.
+                let _ = rec.event_about(Kind::Crash, None, to, "process aborted");
+                std::process::abort();
+            }
+        }
         if self.script.crash_on.iter().any(|r| r == to) && !self.fails_first(&rec, to)? {
             // A poison message: the process dies on it before the provider
             // gets it, every time, however often it is restarted.
