@@ -1647,7 +1647,7 @@ impl World {
         // refused with a 429 or none are; the sweep ends it either way.
         let mut venom = Rng::new(seed ^ 0x0808_9015_0e5a);
         let mut poison = (venom.between(0, 4) == 0).then(|| {
-            let n = [0, 3][venom.between(0, 1) as usize];
+            let n = [2, 3][venom.between(0, 1) as usize];
             (venom.between(0, 2), Script::Poison(n))
         });
         // Readers of email: some have a phone too, which nothing uses.

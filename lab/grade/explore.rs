@@ -771,11 +771,19 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
 /// long the service was down. The sample then plays it as surely as the
 /// same fault with a pass of the same process still to come.
 fn mark_last_before_restarts(points: &mut [Point], at: &[usize], history: &History) {
+    // A restart right after a poison message killed the process is no
+    // deploy: the service comes back at once, as after any crash.
+    let after_poison = |i: usize| {
+        i > 0 && {
+            let before = &history.events[i - 1];
+            before.kind == Kind::Crash && before.subject.is_some()
+        }
+    };
     let starts: Vec<usize> = history
         .events
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.kind == Kind::Start)
+        .filter(|&(i, e)| e.kind == Kind::Start && !after_poison(i))
         .map(|(i, _)| i)
         .skip(1)
         .collect();
