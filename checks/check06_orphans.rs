@@ -1961,6 +1961,7 @@ impl Explorer for Generated {
             settled: true,
             keyed: true,
             retry_gaps: &RETRY_GAPS,
+            orphaned_after: ORPHANED_AFTER,
             ..Invariants::default()
         }
     }

@@ -449,7 +449,7 @@ impl Rule {
             }
             Rule::NotEarly => "generated scenarios: no retry comes before its backoff (chapter 5)",
             Rule::SweptLate => {
-                "a crash's orphan goes out again only once its claim is old (chapter 6's sweep)"
+                "an orphan goes out again only once its claim is old (chapter 6's sweep)"
             }
             Rule::ClosesOnAnswer => {
                 "once a provider answers, its breaker lets the waiting rows through (chapter 7)"
@@ -1153,42 +1153,86 @@ fn early(gaps: &[i64], history: &History) -> Vec<String> {
 }
 
 /// A message sent again sooner than `after` ms after the send whose answer
-/// the injected crash lost: the sweep took the claim back while it was
-/// young, as it would from a dispatcher that is only slow.
+/// the injected fault lost (a crash right after it, or the failing commit
+/// that was to record it): the claim was taken back while it was young, as
+/// it would be from a dispatcher that is only slow. Measured from when each
+/// request began: a row's claim is renewed at its send at the latest.
 fn swept_early(after: i64, fault: &Injected, played: &Played) -> Vec<String> {
-    if after == 0 || !matches!(fault.fault, Fault::CrashAfterSend { .. }) {
+    if after == 0 {
         return Vec::new();
     }
-    // Processes are numbered from 1 in the order they started.
-    let Some(crashed) = (1..)
-        .zip(&played.exits)
-        .find(|&(n, e)| *e == Exit::Aborted && !played.poisoned.contains(&n))
-        .map(|(n, _)| n - 1)
-    else {
-        return Vec::new();
-    };
     let deliveries = &played.history.deliveries;
-    let Some(lost) = deliveries
-        .iter()
-        .rposition(|d| d.process == crashed as u32 + 1)
-    else {
-        return Vec::new();
+    // Each lost send, by its place among the deliveries.
+    let lost: Vec<usize> = match fault.fault {
+        Fault::CrashAfterSend { .. } => {
+            // Processes are numbered from 1 in the order they started.
+            let crashed = (1..)
+                .zip(&played.exits)
+                .find(|&(n, e)| *e == Exit::Aborted && !played.poisoned.contains(&n))
+                .map(|(n, _)| n);
+            crashed
+                .and_then(|p| deliveries.iter().rposition(|d| d.process == p))
+                .into_iter()
+                .collect()
+        }
+        Fault::FailCommit { .. } => unrecorded_at_failure(fault.process, &played.history),
+        _ => Vec::new(),
     };
-    let sent = &deliveries[lost];
-    deliveries[lost + 1..]
-        .iter()
-        .find(|d| d.channel == sent.channel && d.recipient == sent.recipient && d.body == sent.body)
-        .filter(|again| again.at_ms - sent.at_ms < after)
-        .map(|again| {
-            format!(
-                "{} ({}): sent again {} after the send a crash lost the answer of, before its claim was {} old",
+    let said = match fault.fault {
+        Fault::FailCommit { .. } => "a failing commit lost the answer of",
+        _ => "a crash lost the answer of",
+    };
+    let mut lines = Vec::new();
+    for i in lost {
+        let sent = &deliveries[i];
+        let again = deliveries[i + 1..].iter().find(|d| {
+            d.channel == sent.channel && d.recipient == sent.recipient && d.body == sent.body
+        });
+        if let Some(again) = again.filter(|a| a.began_ms - sent.began_ms < after) {
+            lines.push(format!(
+                "{} ({}): sent again {} after the send {said}, before its claim was {} old",
                 sent.recipient,
                 sent.channel,
-                span(again.at_ms - sent.at_ms),
+                span(again.began_ms - sent.began_ms),
                 span(after)
-            )
-        })
+            ));
+        }
+    }
+    lines
+}
+
+/// The sends of `process` whose answers its first failed commit was to
+/// record: those since its last commit, by their place among the
+/// deliveries (a process's n-th send event is its n-th delivery).
+fn unrecorded_at_failure(process: u32, history: &History) -> Vec<usize> {
+    let mine = |e: &&crate::world::Event| e.process == process;
+    let events: Vec<&crate::world::Event> = history.events.iter().filter(mine).collect();
+    let Some(failed) = events.iter().position(|e| e.kind == Kind::CommitFailed) else {
+        return Vec::new();
+    };
+    let since = events[..failed]
+        .iter()
+        .rposition(|e| matches!(e.kind, Kind::Commit | Kind::Start))
+        .map_or(0, |c| c + 1);
+    let before = events[..since]
+        .iter()
+        .filter(|e| e.kind == Kind::Send)
+        .count();
+    let unrecorded = events[since..failed]
+        .iter()
+        .filter(|e| e.kind == Kind::Send)
+        .count();
+    let of_process: Vec<usize> = history
+        .deliveries
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.process == process)
+        .map(|(i, _)| i)
+        .collect();
+    of_process
         .into_iter()
+        .skip(before)
+        .take(unrecorded)
         .collect()
 }
 
