@@ -2601,6 +2601,7 @@ mod tests {
                             | Script::Unanswered
                             | Script::Refused
                             | Script::Limited(ALWAYS)
+                            | Script::Poison(_)
                     )),
                 "seed {seed}: {}",
                 Generated.describe(&w)
