@@ -315,11 +315,14 @@ fn steady_heap(command: &mut Command) {
 /// True when the process planned to abort: a crash fault, or a message
 /// its provider is scripted to die on.
 fn planned_abort(plan: &Plan) -> bool {
+    let dies = |script: &crate::scenario::ProviderScript| {
+        !script.crash_on.is_empty() || !script.crash_first.is_empty()
+    };
     matches!(
         plan.fault,
         Some(Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. })
-    ) || !plan.provider.crash_on.is_empty()
-        || !plan.push.crash_on.is_empty()
+    ) || dies(&plan.provider)
+        || dies(&plan.push)
 }
 
 /// The last step of its plan process `plan.process` began, from the world.
