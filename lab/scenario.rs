@@ -229,6 +229,15 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Whether the fault aborts the process: a crash after a commit or
+    /// after a send.
+    pub fn is_crash(&self) -> bool {
+        matches!(
+            self,
+            Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. }
+        )
+    }
+
     /// The operation the fault strikes.
     pub fn op(&self) -> &str {
         match self {

@@ -489,10 +489,10 @@ impl Recorder {
             .context("could not read the scenario's moments from the world")
     }
 
-    /// Whether process `process` died on a poison message: a send the
-    /// provider script kills every process on (see
-    /// [`crate::scenario::ProviderScript::crash_on`]), so the world, not a
-    /// fault of the lab's, ended it.
+    /// Whether process `process` died on a send its provider script kills
+    /// on (see [`crate::scenario::ProviderScript::crash_on`] and
+    /// [`crate::scenario::ProviderScript::crash_first`]), so the world, not
+    /// a fault of the lab's, ended it.
     pub fn poisoned(&self, process: u32) -> Result<bool> {
         self.conn
             .prepare_cached(

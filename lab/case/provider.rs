@@ -88,6 +88,14 @@ pub type Email = Provider;
 /// The push provider.
 pub type Push = Provider;
 
+/// Ends the process on a send to `to`, before the provider gets it: the
+/// world records the death with its recipient, so the grader knows the
+/// world, not a fault of its own, ended the process.
+fn killed_by(rec: &mut Recorder, to: &str) -> ! {
+    let _ = rec.event_about(Kind::Crash, None, to, "process aborted");
+    std::process::abort();
+}
+
 impl Provider {
     pub(crate) fn new(
         channel: &'static str,
@@ -192,15 +200,13 @@ impl Provider {
         if let Some((_, n)) = self.script.crash_first.iter().find(|(r, _)| r == to) {
             if rec.kills_of(to)? < *n {
                 // The host is lost mid-send: nothing reaches the provider.
-                let _ = rec.event_about(Kind::Crash, None, to, "process aborted");
-                std::process::abort();
+                killed_by(&mut rec, to);
             }
         }
         if self.script.crash_on.iter().any(|r| r == to) && !self.fails_first(&rec, to)? {
             // A poison message: the process dies on it before the provider
             // gets it, every time, however often it is restarted.
-            let _ = rec.event_about(Kind::Crash, None, to, "process aborted");
-            std::process::abort();
+            killed_by(&mut rec, to);
         }
         if let Some(Fault::TimeoutBeforeSend { op: o, nth: n }) = &self.fault {
             if *o == op && *n == nth {

@@ -472,10 +472,7 @@ impl Injected {
     }
 
     fn is_crash(&self) -> bool {
-        matches!(
-            self.fault,
-            Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. }
-        )
+        self.fault.is_crash()
     }
 
     fn is_lost_send(&self) -> bool {
@@ -560,12 +557,7 @@ fn play<E: Explorer>(
             if poison {
                 poisoned.push(plan.process);
             }
-            let crashed = aborted
-                && !poison
-                && matches!(
-                    plan.fault,
-                    Some(Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. })
-                );
+            let crashed = aborted && !poison && plan.fault.as_ref().is_some_and(Fault::is_crash);
             if (poison && poisoned.len() <= POISON_RESTARTS) || crashed {
                 plan = restart_plan(explorer, &plan, number)?;
                 number += 1;
@@ -1164,14 +1156,15 @@ fn swept_early(after: i64, fault: &Injected, played: &Played) -> Vec<String> {
     let deliveries = &played.history.deliveries;
     // Each lost send, by its place among the deliveries.
     let lost: Vec<usize> = match fault.fault {
+        // Only a crash that struck lost an answer: the faulted process is
+        // the one that aborted, unless the case never made that send.
         Fault::CrashAfterSend { .. } => {
             // Processes are numbered from 1 in the order they started.
-            let crashed = (1..)
-                .zip(&played.exits)
-                .find(|&(n, e)| *e == Exit::Aborted && !played.poisoned.contains(&n))
-                .map(|(n, _)| n);
-            crashed
-                .and_then(|p| deliveries.iter().rposition(|d| d.process == p))
+            let exit = played.exits.get(fault.process as usize - 1);
+            let crashed = exit == Some(&Exit::Aborted) && !played.poisoned.contains(&fault.process);
+            deliveries
+                .iter()
+                .rposition(|d| crashed && d.process == fault.process)
                 .into_iter()
                 .collect()
         }

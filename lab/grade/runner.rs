@@ -318,11 +318,7 @@ fn planned_abort(plan: &Plan) -> bool {
     let dies = |script: &crate::scenario::ProviderScript| {
         !script.crash_on.is_empty() || !script.crash_first.is_empty()
     };
-    matches!(
-        plan.fault,
-        Some(Fault::CrashAfterCommit { .. } | Fault::CrashAfterSend { .. })
-    ) || dies(&plan.provider)
-        || dies(&plan.push)
+    plan.fault.as_ref().is_some_and(Fault::is_crash) || dies(&plan.provider) || dies(&plan.push)
 }
 
 /// The last step of its plan process `plan.process` began, from the world.
