@@ -86,6 +86,7 @@ fn the_shipped_case_fails_the_rollback_and_failing_commit_properties() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn the_shipped_case_disagrees_with_the_reference_on_a_generated_scenario() {
     let (_, report) = shipped();
     let v = &report["verdicts"];
@@ -166,12 +167,14 @@ fn sending_after_commit_loses_the_email_in_a_crash() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_outbox_row_in_a_second_transaction_fails_the_crash_properties() {
     let (_, report) = common::checked_json(&["1", "--variant", "second-transaction"]);
     assert_eq!(pattern(&report), "PASS PASS FAIL PASS PASS FAIL PASS PASS");
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn sending_inside_the_transaction_fails_when_the_commit_fails() {
     let (_, report) = common::checked_json(&["1", "--variant", "check-seats-first"]);
     assert_eq!(pattern(&report), "PASS PASS PASS FAIL PASS FAIL PASS PASS");
@@ -180,6 +183,7 @@ fn sending_inside_the_transaction_fails_when_the_commit_fails() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
     let (code, report) = common::checked_json(&["1", "--variant", "only-acme"]);
     assert_eq!(code, 1);
@@ -201,6 +205,7 @@ fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn one_email_per_person_never_tells_a_second_workspace() {
     let (code, report) = common::checked_json(&["1", "--variant", "one-email-per-person"]);
     assert_eq!(code, 1);
@@ -223,6 +228,7 @@ fn one_email_per_person_never_tells_a_second_workspace() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
     let (code, report) = common::checked_json(&["1", "--variant", "relay-marks-first"]);
     assert_eq!(code, 1);
@@ -237,6 +243,7 @@ fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_seat_taken_outside_the_transaction_is_lost_with_it() {
     let (code, report) = common::checked_json(&["1", "--variant", "seat-outside-transaction"]);
     assert_eq!(code, 1);
@@ -259,6 +266,7 @@ fn kinds(verdict: &Value) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     common::assert_replays_the_same(&["1"]);
     common::assert_replays_the_same(&["1", "--variant", "send-after-commit"]);
@@ -289,6 +297,7 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn one_outbox_row_per_recipient_loses_an_invite_waiting_beside_another() {
     // Someone invited twice before the relay ran: the second invite took
     // the first one's row, and its email was never sent.
@@ -303,6 +312,7 @@ fn one_outbox_row_per_recipient_loses_an_invite_waiting_beside_another() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn marking_the_whole_round_at_its_end_loses_an_invite_made_during_it() {
     // An invite can commit while a relay round is sending: a relay that
     // marks every unsent row at the end marks that one too, unsent.

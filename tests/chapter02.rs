@@ -180,12 +180,14 @@ fn the_reference_solution_passes_everything() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fresh_key_per_attempt_never_matches_a_repeat() {
     let (pattern, _) = variant("fresh-key");
     assert_eq!(pattern, "PASS FAIL PASS FAIL PASS FAIL FAIL PASS FAIL");
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn marking_before_sending_loses_the_email_in_a_crash() {
     let (pattern, report) = variant("mark-before-send");
     assert_eq!(pattern, "PASS PASS FAIL FAIL PASS FAIL PASS FAIL FAIL");
@@ -225,12 +227,14 @@ fn a_key_that_changes_with_the_process_fails_only_after_a_restart() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn one_key_for_every_row_swallows_the_other_invitations() {
     let (pattern, _) = variant("shared-key");
     assert_eq!(pattern, "FAIL PASS FAIL FAIL FAIL FAIL PASS FAIL FAIL");
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_key_per_recipient_drops_the_second_workspace() {
     let (pattern, report) = variant("recipient-key");
     assert_eq!(pattern, "FAIL PASS FAIL FAIL FAIL FAIL PASS FAIL FAIL");
@@ -241,18 +245,21 @@ fn a_key_per_recipient_drops_the_second_workspace() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_transaction_around_the_send_cannot_hold_it_back() {
     let (pattern, _) = variant("send-in-transaction");
     assert_eq!(pattern, "PASS FAIL PASS FAIL PASS FAIL FAIL PASS FAIL");
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_row_id_that_comes_back_reuses_a_delivered_key() {
     let (pattern, _) = variant("reused-row-id");
     assert_eq!(pattern, "FAIL PASS FAIL FAIL FAIL FAIL PASS PASS FAIL");
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_relay_that_never_marks_sends_everything_again_the_next_day() {
     let (pattern, report) = variant("never-marks");
     assert_eq!(pattern, "FAIL FAIL PASS FAIL PASS FAIL FAIL PASS PASS");
@@ -261,6 +268,7 @@ fn a_relay_that_never_marks_sends_everything_again_the_next_day() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn taking_a_timeout_for_a_delivery_loses_a_lost_request() {
     // The explorer plays no timeouts: the chapter's own batches do.
     let (pattern, report) = variant("timeout-means-sent");
@@ -272,6 +280,7 @@ fn taking_a_timeout_for_a_delivery_loses_a_lost_request() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn marking_a_round_up_to_its_last_send_loses_a_lost_request_behind_it() {
     // Only a send lost while other rows wait behind it shows it: the
     // generated scenarios lose a send at any point of a round.
@@ -285,6 +294,7 @@ fn marking_a_round_up_to_its_last_send_loses_a_lost_request_behind_it() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn setting_a_row_aside_once_it_has_failed_for_half_an_hour_loses_its_email() {
     // The last send before a deploy loses its request, and the deploy
     // keeps the service down for hours: the row still owes its email, and
@@ -299,6 +309,7 @@ fn setting_a_row_aside_once_it_has_failed_for_half_an_hour_loses_its_email() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_key_scoped_by_the_day_changes_at_midnight() {
     // Some generated worlds start a minute before midnight, so a retry of
     // a send whose answer was lost may come on the next day.
@@ -327,6 +338,7 @@ fn a_random_batch_replays_from_its_seed() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn sending_from_the_invite_is_chapter_ones_bug_again() {
     let (pattern, report) = variant("eager-send");
     assert_eq!(pattern, "FAIL PASS FAIL FAIL FAIL FAIL PASS FAIL FAIL");
@@ -342,6 +354,7 @@ fn sending_from_the_invite_is_chapter_ones_bug_again() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_key_on_retries_only_gives_the_first_retry_nothing_to_match() {
     let (pattern, report) = variant("key-on-retry-only");
     assert_eq!(pattern, "PASS FAIL PASS FAIL PASS FAIL FAIL PASS FAIL");
@@ -352,6 +365,7 @@ fn a_key_on_retries_only_gives_the_first_retry_nothing_to_match() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_key_written_with_the_mark_is_lost_with_it() {
     let (pattern, report) = variant("key-saved-with-mark");
     assert_eq!(pattern, "PASS FAIL PASS FAIL PASS FAIL FAIL PASS FAIL");
@@ -360,6 +374,7 @@ fn a_key_written_with_the_mark_is_lost_with_it() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_relay_that_sends_one_row_per_run_leaves_rows_behind() {
     // The chapter's batch runs the relay after every invite: one row per
     // run keeps up. Invites queued while no relay runs, as the race before
@@ -381,6 +396,7 @@ fn a_relay_that_sends_one_row_per_run_leaves_rows_behind() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     common::assert_replays_the_same(&["2"]);
     common::assert_replays_the_same(&["2", "--variant", "process-key"]);
@@ -410,6 +426,7 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn marking_the_whole_round_at_its_end_loses_an_invite_made_during_it() {
     // An invite can commit while a relay round is sending: a relay that
     // marks every unsent row at the end marks that one too, unsent.

@@ -135,6 +135,7 @@ fn the_reference_solution_passes_everything() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn select_then_update_sends_rows_twice() {
     let (code, report) = checked_json(&["3", "--variant", "select-then-update"]);
     assert_eq!(code, 1);
@@ -143,6 +144,7 @@ fn select_then_update_sends_rows_twice() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_deferred_transaction_gives_up_instead_of_waiting() {
     // The mistake shows only when two relays' transactions overlap, which
     // real processes do in every check on an idle machine; on one loaded
@@ -165,6 +167,7 @@ fn a_deferred_transaction_gives_up_instead_of_waiting() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_that_ignores_the_status_takes_rows_in_flight() {
     let (_, report) = checked_json(&["3", "--variant", "claim-ignores-status"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
@@ -172,18 +175,21 @@ fn a_claim_that_ignores_the_status_takes_rows_in_flight() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_without_an_owner_sends_what_others_claimed() {
     let (_, report) = checked_json(&["3", "--variant", "no-owner"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn ignoring_what_the_claim_changed_sends_rows_twice() {
     let (_, report) = checked_json(&["3", "--variant", "claim-count-ignored"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn sending_inside_the_claim_makes_the_other_relay_wait() {
     let (code, report) = checked_json(&["3", "--variant", "send-inside-claim"]);
     assert_eq!(
@@ -198,6 +204,7 @@ fn sending_inside_the_claim_makes_the_other_relay_wait() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn the_key_alone_hides_the_race_but_does_not_end_it() {
     let (code, report) = checked_json(&["3", "--variant", "key-only"]);
     assert_eq!(
@@ -213,6 +220,7 @@ fn the_key_alone_hides_the_race_but_does_not_end_it() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn rows_split_by_relay_number_fail_with_more_relays() {
     let (code, report) = checked_json(&["3", "--variant", "rows-by-relay-number"]);
     assert_eq!(code, 1);
@@ -232,6 +240,7 @@ fn rows_split_by_relay_number_fail_with_more_relays() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     for args in [
         &["3"][..],
@@ -249,6 +258,7 @@ fn verdicts_are_the_same_on_every_run() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn mistakes_made_while_following_the_chapter_fail() {
     // Chapter 1's outbox, undone while reworking the relay: a crash between
     // the membership's commit and the outbox row's loses the email.

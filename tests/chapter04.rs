@@ -107,6 +107,7 @@ fn the_reference_solution_passes_everything() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
     let (code, report) = common::checked_json(&["4", "--variant", "longer-busy-timeout"]);
     assert_eq!(
@@ -124,6 +125,7 @@ fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_a_busy_database_by_hand_waits_just_the_same() {
     let (_, report) = common::checked_json(&["4", "--variant", "retry-on-busy"]);
     assert_eq!(
@@ -133,6 +135,7 @@ fn retrying_a_busy_database_by_hand_waits_just_the_same() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn sending_before_the_claim_commits_holds_the_lock() {
     let (_, report) = common::checked_json(&["4", "--variant", "send-inside-claim"]);
     assert_eq!(
@@ -142,6 +145,7 @@ fn sending_before_the_claim_commits_holds_the_lock() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn one_transaction_per_row_still_holds_the_lock_across_each_send() {
     let (_, report) = common::checked_json(&["4", "--variant", "row-at-a-time"]);
     assert_eq!(
@@ -151,6 +155,7 @@ fn one_transaction_per_row_still_holds_the_lock_across_each_send() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn parallel_sends_inside_the_transaction_still_hold_the_lock() {
     let (code, report) = common::checked_json(&["4", "--variant", "parallel-sends"]);
     assert_eq!(code, 1);
@@ -159,6 +164,7 @@ fn parallel_sends_inside_the_transaction_still_hold_the_lock() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn mistakes_made_while_following_the_chapter_fail() {
     // Chapter 1's outbox, undone: a crash between the two commits loses
     // the email.
@@ -183,6 +189,7 @@ fn mistakes_made_while_following_the_chapter_fail() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     // This chapter judges real lock waits, so the counts in the evidence
     // (how many invites waited past the line) may move on a loaded machine;
@@ -269,6 +276,7 @@ fn try_locks_reports_three_rows_of_invite_timings() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_relay_that_reads_back_every_claim_sends_the_other_relays_rows() {
     // Chapter 3's rule holds here too: its race is played on this case.
     let (code, report) = common::checked_json(&["4", "--variant", "reads-back-every-claim"]);
@@ -295,6 +303,7 @@ fn a_row_marked_sent_that_was_never_sent_is_lost() {
 /// A relay that hands back rows it already sent and marked sends them to
 /// the provider again: a send it recorded is never repeated (chapter 3).
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_relay_that_releases_its_sent_rows_sends_them_again() {
     let (code, report) = common::checked_json(&["4", "--variant", "release-on-error-resets-sent"]);
     assert_eq!(code, 1);

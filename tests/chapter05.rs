@@ -95,6 +95,7 @@ fn the_reference_solution_passes_everything() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
     let (_, pattern, report) = check(&["--variant", "immediate-retry"]);
     assert_eq!(pattern, "PASS FAIL PASS FAIL FAIL PASS PASS PASS FAIL PASS");
@@ -105,6 +106,7 @@ fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_429_retried_before_its_retry_after_is_early() {
     let (code, pattern, report) = check(&["--variant", "ignores-retry-after"]);
     assert_eq!(pattern, "PASS PASS PASS FAIL FAIL PASS PASS PASS PASS PASS");
@@ -117,6 +119,7 @@ fn a_429_retried_before_its_retry_after_is_early() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_forever_never_dead_letters() {
     let (_, pattern, report) = check(&["--variant", "unlimited-retries"]);
     assert_eq!(pattern, "PASS FAIL PASS PASS FAIL PASS PASS FAIL PASS PASS");
@@ -127,6 +130,7 @@ fn retrying_forever_never_dead_letters() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_a_rejection_fails_the_rejection_property() {
     let (_, pattern, report) = check(&["--variant", "retry-rejections"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS FAIL PASS PASS PASS PASS PASS");
@@ -134,6 +138,7 @@ fn retrying_a_rejection_fails_the_rejection_property() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_gap_from_the_wrong_count_gives_three_attempts() {
     let (_, pattern, report) = check(&["--variant", "gap-off-by-one"]);
     assert_eq!(pattern, "PASS FAIL PASS PASS FAIL PASS PASS PASS PASS PASS");
@@ -141,6 +146,7 @@ fn a_gap_from_the_wrong_count_gives_three_attempts() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_dead_letter_must_keep_the_providers_error() {
     let (_, pattern, report) = check(&["--variant", "error-not-kept"]);
     assert_eq!(pattern, "PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS");
@@ -149,12 +155,14 @@ fn a_dead_letter_must_keep_the_providers_error() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_at_every_wake_up_is_early() {
     let (_, pattern, _) = check(&["--variant", "every-wake-up"]);
     assert_eq!(pattern, "PASS FAIL PASS FAIL FAIL PASS PASS PASS FAIL PASS");
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_timeout_is_retried_not_dead_lettered() {
     let (_, pattern, report) = check(&["--variant", "timeout-is-permanent"]);
     assert_eq!(pattern, "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS PASS");
@@ -209,6 +217,7 @@ fn a_timeout_counts_as_an_attempt() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn attempts_counted_in_memory_fail_after_a_restart() {
     let (code, _, report) = check(&["--variant", "attempts-in-memory"]);
     assert_eq!(code, 1);
@@ -229,6 +238,7 @@ fn attempts_counted_in_memory_fail_after_a_restart() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn mistakes_made_while_following_the_chapter_fail() {
     // An index past the last gap panics instead of dead-lettering.
     let (code, pattern, _) = check(&["--variant", "gap-index-panics"]);
@@ -292,6 +302,7 @@ fn mistakes_made_while_following_the_chapter_fail() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     common::assert_replays_the_same(&["5"]);
     common::assert_replays_the_same(&["5", "--variant", "attempts-in-memory"]);

@@ -101,6 +101,7 @@ fn the_shipped_case_leaves_orphans_processing_forever() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn the_reference_solution_passes_everything() {
     let (code, pattern, report) = check(&["--solution"]);
     assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS");
@@ -122,6 +123,7 @@ fn the_reference_solution_passes_everything() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn without_a_fence_the_late_answer_undoes_the_delivery() {
     let (_, pattern, report) = check(&["--variant", "no-fence"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS");
@@ -134,6 +136,7 @@ fn without_a_fence_the_late_answer_undoes_the_delivery() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fence_on_the_status_alone_lets_the_late_answer_in_mid_resend() {
     let (_, pattern, report) = check(&["--variant", "status-fence"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS");
@@ -144,6 +147,7 @@ fn a_fence_on_the_status_alone_lets_the_late_answer_in_mid_resend() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fence_on_the_name_alone_lets_a_restarted_namesake_in() {
     let (_, pattern, report) = check(&["--variant", "name-fence"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS");
@@ -154,6 +158,7 @@ fn a_fence_on_the_name_alone_lets_a_restarted_namesake_in() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
     let (_, pattern, report) = check(&["--variant", "batch-claim-time"]);
     // The rows after the swept one were handed on too, and the batch then
@@ -167,6 +172,7 @@ fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
     let (_, pattern, report) = check(&["--variant", "short-threshold"]);
     assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS FAIL PASS");
@@ -174,6 +180,7 @@ fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
     let (_, pattern, report) = check(&["--variant", "sweep-resets-attempts"]);
     assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS");
@@ -184,12 +191,14 @@ fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_forgets_the_lost_attempt_loops_too() {
     let (_, pattern, _) = check(&["--variant", "sweep-forgets-attempt"]);
     assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS");
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_threshold_of_three_minutes_sweeps_the_slow_send_near_five() {
     let (_, pattern, report) = check(&["--variant", "threshold-3min"]);
     assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL PASS");
@@ -197,6 +206,7 @@ fn a_threshold_of_three_minutes_sweeps_the_slow_send_near_five() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_threshold_of_four_minutes_sweeps_it_too() {
     // The chapter's slow send takes 4 min 50 s, and dispatcher 2's sweep
     // runs 10 s before it ends: any threshold under 4 min 40 s meets it.
@@ -209,6 +219,7 @@ fn a_threshold_of_four_minutes_sweeps_it_too() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_of_every_row_not_sent_resends_a_dead_letter() {
     let (_, pattern, report) = check(&["--variant", "sweep-not-sent"]);
     assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS");
@@ -219,6 +230,7 @@ fn a_sweep_of_every_row_not_sent_resends_a_dead_letter() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
     // The chapter's own scenarios pass: only the generated ones, compared
     // with the reference, show an address that always fails, held by a
@@ -237,6 +249,7 @@ fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
     let (_, pattern, report) = check(&["--variant", "fence-on-record-time"]);
     assert_eq!(&pattern[..19], "PASS PASS FAIL FAIL", "{pattern}");
@@ -248,6 +261,7 @@ fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_skips_its_own_claims_strands_a_failed_wake_up() {
     let (_, pattern, report) = check(&["--variant", "sweep-skips-own"]);
     assert_eq!(pattern, "PASS PASS PASS PASS FAIL PASS FAIL PASS PASS PASS");
@@ -259,6 +273,7 @@ fn a_sweep_that_skips_its_own_claims_strands_a_failed_wake_up() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_sends_without_the_key_tells_someone_twice() {
     let (_, pattern, report) = check(&["--variant", "sweep-sends-unkeyed"]);
     assert_eq!(pattern, "PASS PASS PASS PASS FAIL FAIL PASS PASS PASS FAIL");
@@ -266,6 +281,7 @@ fn a_sweep_that_sends_without_the_key_tells_someone_twice() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     // The racing scenarios wait on what the world records, never on real
     // time, so even the process count stays the same: no race is replayed.
@@ -276,6 +292,7 @@ fn verdicts_are_the_same_on_every_run() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_retry_timed_from_the_start_of_a_slow_send_comes_early() {
     // Only a world whose failing row is on a channel whose sends take
     // simulated seconds shows it.
@@ -289,6 +306,7 @@ fn a_retry_timed_from_the_start_of_a_slow_send_comes_early() {
 /// the threshold, a late answer of every kind under a shared host name,
 /// and a poison row that meets the provider's 503s before it kills.
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn wrong_fixes_the_wider_batches_show_fail_their_property() {
     for (variant, want, index, evidence) in [
         (

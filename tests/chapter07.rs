@@ -167,6 +167,7 @@ fn any_order_of_the_sends_within_a_batch_passes() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn one_breaker_for_every_channel_holds_back_push() {
     let (report, pattern) = variant("global-breaker");
     assert_eq!(
@@ -182,6 +183,7 @@ fn one_breaker_for_every_channel_holds_back_push() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
     let (_, pattern) = variant("probe-flood");
     // A crash after a send in an outage: the flood has spent the attempts
@@ -193,6 +195,7 @@ fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_open_breaker_that_charges_attempts_still_dead_letters() {
     let (_, pattern) = variant("open-consumes-attempts");
     // Under a failing commit, a generated outage dead-letters rows that
@@ -204,6 +207,7 @@ fn an_open_breaker_that_charges_attempts_still_dead_letters() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_with_no_minimum_opens_on_one_failure() {
     let (report, pattern) = variant("no-minimum");
     assert_eq!(
@@ -214,6 +218,7 @@ fn a_breaker_with_no_minimum_opens_on_one_failure() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_that_forgets_between_wake_ups_protects_nothing() {
     let (_, pattern) = variant("forgetful-breaker");
     assert_eq!(
@@ -223,6 +228,7 @@ fn a_breaker_that_forgets_between_wake_ups_protects_nothing() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_failed_probe_that_does_not_reopen_probes_every_wake_up() {
     let (_, pattern) = variant("probe-every-tick");
     assert_eq!(
@@ -232,6 +238,7 @@ fn a_failed_probe_that_does_not_reopen_probes_every_wake_up() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn probes_that_cost_their_rows_attempts_dead_letter_a_small_backlog() {
     let (report, _) = variant("probe-charges-row");
     assert_eq!(failed(&report), [0, 1]);
@@ -240,6 +247,7 @@ fn probes_that_cost_their_rows_attempts_dead_letter_a_small_backlog() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_for_email_only_fails_when_push_goes_down() {
     let (report, _) = variant("email-only");
     assert!(failed(&report).contains(&0), "{report}");
@@ -248,6 +256,7 @@ fn a_breaker_for_email_only_fails_when_push_goes_down() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_that_counts_refusals_opens_on_a_bounce_burst() {
     let (report, pattern) = variant("rejections-count");
     // Generated refusals open it too: the rows behind them wait.
@@ -260,6 +269,7 @@ fn a_breaker_that_counts_refusals_opens_on_a_bounce_burst() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_that_ignores_timeouts_never_opens_on_a_hang() {
     let (report, pattern) = variant("timeouts-not-counted");
     assert_eq!(
@@ -274,6 +284,7 @@ fn a_breaker_that_ignores_timeouts_never_opens_on_a_hang() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_that_opens_on_three_in_a_row_delays_a_few_hiccups() {
     let (report, pattern) = variant("consecutive-3");
     assert_eq!(
@@ -284,6 +295,7 @@ fn a_breaker_that_opens_on_three_in_a_row_delays_a_few_hiccups() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_that_opens_at_exactly_half_delays_a_few_hiccups() {
     let (report, pattern) = variant("half-is-enough");
     assert_eq!(
@@ -294,6 +306,7 @@ fn a_breaker_that_opens_at_exactly_half_delays_a_few_hiccups() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_with_no_window_is_blinded_by_a_busy_past() {
     let (report, pattern) = variant("no-window");
     assert_eq!(
@@ -308,6 +321,7 @@ fn a_breaker_with_no_window_is_blinded_by_a_busy_past() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_that_forgets_the_backoff_disagrees_with_the_reference() {
     // Chapter 5's rule, broken while rewriting the claim per channel: the
     // quiet email is retried too soon, and the generated scenarios,
@@ -324,6 +338,7 @@ fn a_claim_that_forgets_the_backoff_disagrees_with_the_reference() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_probe_that_never_closes_the_breaker_leaves_a_dead_address_waiting() {
     let (report, pattern) = variant("probe-never-closes");
     assert_eq!(
@@ -341,6 +356,7 @@ fn a_probe_that_never_closes_the_breaker_leaves_a_dead_address_waiting() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_failed_probe_put_back_first_in_line_shuts_its_channel_for_good() {
     // Only generated scenarios have a dead address held back by the breaker.
     let (report, pattern) = variant("probe-put-back");
@@ -356,6 +372,7 @@ fn a_failed_probe_put_back_first_in_line_shuts_its_channel_for_good() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn without_the_sweep_a_crash_leaves_its_claims_processing() {
     // Chapter 6's rule, dropped while doing chapter 7: only a crash shows it.
     let (report, pattern) = variant("sweep-forgotten");
@@ -375,6 +392,7 @@ fn without_the_sweep_a_crash_leaves_its_claims_processing() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn rows_left_for_the_sweep_come_back_late() {
     let (_, pattern) = variant("held-for-the-sweep");
     assert_eq!(
@@ -384,6 +402,7 @@ fn rows_left_for_the_sweep_come_back_late() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_asked_once_per_batch_sends_the_batch_to_a_dead_provider() {
     let (_, pattern) = variant("asked-once-per-batch");
     assert_eq!(
@@ -393,6 +412,7 @@ fn a_breaker_asked_once_per_batch_sends_the_batch_to_a_dead_provider() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_random_batch_replays_by_its_seed() {
     // Seed 1 takes the push provider down: the email-only breaker lets the
     // dispatcher hammer it.
@@ -433,6 +453,7 @@ fn try_breaker_draws_both_runs_the_same_every_time() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_minimum_counted_since_the_start_opens_on_a_lone_failure_later() {
     // Only a world whose channel was busy, then quiet, shows it: the lone
     // failure is retried 30 s late, as a probe.
@@ -445,6 +466,7 @@ fn a_minimum_counted_since_the_start_opens_on_a_lone_failure_later() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_breaker_that_only_a_delivered_probe_closes_holds_a_provider_that_answers() {
     let (report, pattern) = variant("probe-needs-delivery");
     assert_eq!(
@@ -456,6 +478,7 @@ fn a_breaker_that_only_a_delivered_probe_closes_holds_a_provider_that_answers() 
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_by_id_alone_probes_the_same_dead_row_for_ever() {
     let (report, pattern) = variant("probe-oldest-first");
     assert_eq!(
@@ -470,6 +493,7 @@ fn a_claim_by_id_alone_probes_the_same_dead_row_for_ever() {
 /// the working channel answered 429 at once, and a small backlog under a
 /// long hang, whose probes come back to the same few rows.
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn wrong_fixes_the_wider_random_batches_show() {
     for (name, want, scenario) in [
         ("rate-limits-count", vec![3], "random batch (seed 2)"),

@@ -147,6 +147,7 @@ fn the_reference_solution_passes_everything() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn falling_back_on_the_first_error_tells_people_twice() {
     let (_, pattern, report) = variant("first-error");
     assert_eq!(
@@ -157,6 +158,7 @@ fn falling_back_on_the_first_error_tells_people_twice() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn falling_back_for_every_kind_emails_about_comments() {
     let (_, pattern, report) = variant("every-kind");
     assert_eq!(
@@ -168,6 +170,7 @@ fn falling_back_for_every_kind_emails_about_comments() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fallback_outside_the_transaction_is_lost_in_a_crash() {
     let (code, pattern, report) = variant("outside-transaction");
     assert_eq!(
@@ -201,6 +204,7 @@ fn a_fallback_outside_the_transaction_is_lost_in_a_crash() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn no_fallback_for_a_refused_push_leaves_emma_untold() {
     let (_, pattern, report) = variant("only-after-retries");
     assert_eq!(
@@ -211,6 +215,7 @@ fn no_fallback_for_a_refused_push_leaves_emma_untold() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn falling_back_one_attempt_early_tells_kai_twice() {
     let (_, pattern, report) = variant("one-attempt-early");
     // Its fallback rides on the third failure: when the third attempt is
@@ -224,6 +229,7 @@ fn falling_back_one_attempt_early_tells_kai_twice() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fallback_email_to_the_device_token_reaches_nobody() {
     let (_, pattern, report) = variant("fallback-to-device");
     assert_eq!(
@@ -236,6 +242,7 @@ fn a_fallback_email_to_the_device_token_reaches_nobody() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_without_the_fallback_leaves_ada_untold_when_her_dispatcher_is_lost() {
     let (code, pattern, report) = variant("sweep-no-fallback");
     // Generated worlds lose the email too, once a failing commit leaves a push's
@@ -260,6 +267,7 @@ fn a_sweep_without_the_fallback_leaves_ada_untold_when_her_dispatcher_is_lost() 
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_unfenced_fallback_emails_ada_again_on_a_late_answer() {
     // The late answer races real processes: its verdicts must not.
     let (code, pattern, report) = check_twice(&["--variant", "fallback-unfenced"]);
@@ -280,6 +288,7 @@ fn an_unfenced_fallback_emails_ada_again_on_a_late_answer() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn keeping_push_failures_out_of_the_breaker_burns_attempts_in_an_outage() {
     let (code, pattern, report) = variant("breaker-ignores-push");
     // The chapter's own scenarios have no outage: only generated ones show
@@ -296,6 +305,7 @@ fn keeping_push_failures_out_of_the_breaker_burns_attempts_in_an_outage() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fallback_email_that_copies_the_push_row_loses_its_retries() {
     let (_, pattern, report) = variant("fallback-copies-row");
     assert_eq!(
@@ -309,6 +319,7 @@ fn a_fallback_email_that_copies_the_push_row_loses_its_retries() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn dead_lettering_after_three_attempts_is_one_retry_short() {
     let (_, pattern, report) = variant("three-attempts");
     // A crash in an outage restarts with a closed breaker, which costs the
@@ -333,6 +344,7 @@ fn dead_lettering_after_three_attempts_is_one_retry_short() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_falls_back_for_every_orphan_tells_people_twice() {
     let (_, pattern, report) = variant("sweep-falls-back-early");
     // Only a crash or a failing commit in the dispatcher leaves an orphan:
@@ -355,6 +367,7 @@ fn a_sweep_that_falls_back_for_every_orphan_tells_people_twice() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_email_that_falls_back_to_email_never_stops() {
     let (_, pattern, report) = variant("email-falls-back-too");
     assert_eq!(
@@ -369,6 +382,7 @@ fn an_email_that_falls_back_to_email_never_stops() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_deadline_counted_from_the_last_try_never_runs_out_in_an_outage() {
     let (_, pattern, report) = variant("deadline-from-last-try");
     assert_eq!(&pattern[..29], "PASS PASS PASS FAIL PASS FAIL");
@@ -377,6 +391,7 @@ fn a_deadline_counted_from_the_last_try_never_runs_out_in_an_outage() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_deadline_that_leaves_the_push_queued_tells_people_twice() {
     let (_, pattern, report) = variant("deadline-leaves-push");
     assert_eq!(
@@ -388,6 +403,7 @@ fn a_deadline_that_leaves_the_push_queued_tells_people_twice() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_deadline_in_two_commits_emails_twice_after_a_crash_between_them() {
     // Only a world whose push provider stays down past the deadline has the
     // deadline's commits, and a crash after the first repeats the email.
@@ -405,6 +421,7 @@ fn a_deadline_in_two_commits_emails_twice_after_a_crash_between_them() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_deadline_that_supersedes_every_kind_leaves_a_comment_untold() {
     let (code, pattern, _) = check(&["--variant", "deadline-fails-every-kind"]);
     assert_eq!(code, 1);
@@ -415,6 +432,7 @@ fn a_deadline_that_supersedes_every_kind_leaves_a_comment_untold() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_queues_the_fallback_in_its_own_commit_emails_twice() {
     let (_, pattern, report) = variant("sweep-fallback-own-commit");
     // Only a poison message leaves an orphan on its last attempt without a
@@ -430,6 +448,7 @@ fn a_sweep_that_queues_the_fallback_in_its_own_commit_emails_twice() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_deadline_that_takes_processing_pushes_ends_otherwise() {
     let (_, pattern, report) = variant("deadline-takes-processing");
     assert_eq!(
@@ -441,6 +460,7 @@ fn a_deadline_that_takes_processing_pushes_ends_otherwise() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_falls_back_for_emails_queues_more_email() {
     let (_, pattern, report) = variant("sweep-falls-back-for-emails");
     assert_eq!(

@@ -164,6 +164,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
 ];
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn every_wrong_fix_fails_its_property() {
     for (variant, expected) in WRONG_FIXES {
         let (code, pattern, _) = check(&["--variant", variant]);
@@ -173,6 +174,7 @@ fn every_wrong_fix_fails_its_property() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn the_fixed_offset_is_an_hour_late_the_night_the_clocks_go_forward() {
     let (_, _, report) = check(&["--variant", "fixed-offset"]);
     let held = &report["verdicts"][2];
@@ -185,6 +187,7 @@ fn the_fixed_offset_is_an_hour_late_the_night_the_clocks_go_forward() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_opt_in_does_not_bring_back_a_message_said_no_to() {
     let (_, _, report) = check(&["--variant", "decides-at-send-only"]);
     let details = report["verdicts"][0]["details"].to_string();
@@ -195,6 +198,7 @@ fn an_opt_in_does_not_bring_back_a_message_said_no_to() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     common::assert_replays_the_same(&["9"]);
     common::assert_replays_the_same(&["9", "--variant", "server-time"]);

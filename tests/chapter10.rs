@@ -142,6 +142,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
 ];
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn every_wrong_fix_fails_its_property() {
     for (variant, expected) in WRONG_FIXES {
         let (code, pattern, _) = check(&["--variant", variant]);
@@ -151,6 +152,7 @@ fn every_wrong_fix_fails_its_property() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn escaping_twice_shows_the_reader_the_entities() {
     let (_, _, report) = check(&["--variant", "escapes-twice"]);
     let details = report["verdicts"][0]["details"].to_string();
@@ -163,6 +165,7 @@ fn escaping_twice_shows_the_reader_the_entities() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_lossy_cut_delivers_a_replacement_character() {
     let (_, _, report) = check(&["--variant", "lossy-cut"]);
     let details = report["verdicts"][2]["details"].to_string();
@@ -175,6 +178,7 @@ fn a_lossy_cut_delivers_a_replacement_character() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_slice_inside_a_character_is_a_clear_verdict_not_a_crash_of_notify() {
     let (_, _, report) = check(&["--variant", "byte-slice"]);
     let first = &report["verdicts"][0];
@@ -187,6 +191,7 @@ fn a_slice_inside_a_character_is_a_clear_verdict_not_a_crash_of_notify() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_retried_render_error_is_rendered_four_times() {
     let (_, _, report) = check(&["--variant", "retries-render-errors"]);
     let details = report["verdicts"][3]["details"].to_string();
@@ -197,6 +202,7 @@ fn a_retried_render_error_is_rendered_four_times() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     common::assert_replays_the_same(&["10"]);
     common::assert_replays_the_same(&["10", "--variant", "lossy-cut"]);

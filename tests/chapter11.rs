@@ -178,6 +178,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
 ];
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn every_wrong_fix_fails_its_property() {
     for (variant, expected) in WRONG_FIXES {
         let (code, pattern, _) = check(&["--variant", variant]);
@@ -187,6 +188,7 @@ fn every_wrong_fix_fails_its_property() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_signature_over_reserialised_json_refuses_genuine_webhooks() {
     let (_, _, report) = check(&["--variant", "reserialised-json"]);
     let details = report["verdicts"][2]["details"].to_string();
@@ -194,6 +196,7 @@ fn a_signature_over_reserialised_json_refuses_genuine_webhooks() {
 }
 
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn verdicts_are_the_same_on_every_run() {
     common::assert_replays_the_same(&["11"]);
     common::assert_replays_the_same(&["11", "--variant", "no-window"]);

@@ -111,6 +111,7 @@ fn each_case_is_shipped_as_the_registry_remembers_it() {
 /// leave free, other than the reference's, is not failed for being other.
 /// Chapter 12's need a PostgreSQL server: its own tests play them.
 #[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn every_correct_alternative_passes_its_check() {
     let root = common::root();
     for chapter in checks::CHAPTERS.iter().filter(|c| c.number != 12) {
