@@ -1090,10 +1090,6 @@ impl Explorer for Generated {
         batch.plans(dir)
     }
 
-    fn startup(&self) -> Vec<Step> {
-        Vec::new()
-    }
-
     fn dimensions(&self) -> &'static [Dimension<Batch>] {
         DIMENSIONS
     }

@@ -1936,11 +1936,6 @@ impl Explorer for Generated {
         workload.plans(dir)
     }
 
-    fn startup(&self) -> Vec<Step> {
-        // The schedule resumes, and the sweep with it.
-        Vec::new()
-    }
-
     fn dimensions(&self) -> &'static [Dimension<Workload>] {
         DIMENSIONS
     }

@@ -1937,10 +1937,6 @@ impl Explorer for Generated {
         world.plans(dir)
     }
 
-    fn startup(&self) -> Vec<Step> {
-        Vec::new()
-    }
-
     fn dimensions(&self) -> &'static [Dimension<World>] {
         DIMENSIONS
     }

@@ -2134,10 +2134,6 @@ impl Explorer for Generated {
         world.plans(dir)
     }
 
-    fn startup(&self) -> Vec<Step> {
-        Vec::new()
-    }
-
     /// The dispatcher's faults, less those that lose a delivered push's
     /// answer: a crash right after the send, and a failing commit of the
     /// commit that records it. The row then looks unsent; during a push

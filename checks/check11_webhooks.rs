@@ -1392,10 +1392,6 @@ impl Explorer for Generated {
         batch.plans(dir)
     }
 
-    fn startup(&self) -> Vec<Step> {
-        Vec::new()
-    }
-
     fn dimensions(&self) -> &'static [Dimension<Batch>] {
         DIMENSIONS
     }

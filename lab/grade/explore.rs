@@ -251,8 +251,11 @@ pub trait Explorer: Sync {
     /// The scenario's processes, one after the other, without faults.
     fn plans(&self, scenario: &Self::Scenario, dir: &Path) -> Vec<Plan>;
     /// What the service runs when it starts again after a crash, before it
-    /// carries on with the rest of its plan.
-    fn startup(&self) -> Vec<Step>;
+    /// carries on with the rest of its plan: nothing by default, for a
+    /// service whose schedule simply resumes (its sweep with it).
+    fn startup(&self) -> Vec<Step> {
+        Vec::new()
+    }
     /// Where faults go.
     fn faults(&self) -> FaultModel;
     /// Which shared invariants hold.
