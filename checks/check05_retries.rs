@@ -31,6 +31,8 @@ use lab::scenario::{Fault, Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::Outcome;
 
+use super::dispatch_world::{answered, provider, Addressed, Script, NAMES};
+
 pub const CHAPTER: Chapter = Chapter {
     number: 5,
     title: "retry, back off, dead-letter",
@@ -62,24 +64,6 @@ const END: i64 = 12 * MINUTE;
 /// How many attempts, or early retries, of one row a report spells out.
 const SHOWN: usize = 8;
 
-/// How the provider treats one outbox row's recipient.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-enum Script {
-    Healthy,
-    /// The first n attempts fail with a 503, then it works.
-    Flaky(u32),
-    /// Every attempt fails with a 503.
-    Dead,
-    /// Every attempt reaches the provider and fails there, but no answer
-    /// comes: the dispatcher sees a timeout, every time.
-    Unanswered,
-    /// Refused for good: a 422.
-    Rejected,
-    /// The first n attempts get a 429 (too many requests) with
-    /// `Retry-After: 60`, then it works.
-    RateLimited(u32),
-}
-
 /// The seconds a 429 of the lab's provider asks the caller to wait.
 const RETRY_AFTER_S: i64 = 60;
 
@@ -107,26 +91,13 @@ enum Then {
     Rejected,
 }
 
-impl Person {
-    fn email(&self) -> String {
-        format!("{}@example.com", self.name)
+impl Addressed for Person {
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    fn device(&self) -> String {
-        format!("{}-phone", self.name)
-    }
-
-    /// Where their outbox row goes: an address, or a phone's push token.
-    fn recipient(&self) -> String {
-        match self.channel {
-            "push" => self.device(),
-            _ => self.email(),
-        }
-    }
-
-    /// "dana@example.com (email)"
-    fn label(&self) -> String {
-        format!("{} ({})", self.recipient(), self.channel)
+    fn channel(&self) -> &str {
+        self.channel
     }
 }
 
@@ -149,10 +120,6 @@ struct Batch {
     latency_ms: i64,
 }
 
-const NAMES: [&str; 20] = [
-    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
-    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-];
 const EVENTS: [&str; 6] = [
     "Book club: Thursday 19:00 it is",
     "Climbing trip: Saturday it is",
@@ -185,10 +152,10 @@ impl Batch {
                 person("dana", "email", Script::Flaky(1)),
                 person("eli", "email", Script::Flaky(2)),
                 person("fay", "email", Script::Dead),
-                person("gus", "email", Script::Rejected),
+                person("gus", "email", Script::Refused),
                 person("hal", "push", Script::Flaky(1)),
-                person("ivy", "push", Script::Healthy),
-                person("jon", "email", Script::RateLimited(2)),
+                person("ivy", "push", Script::Fine),
+                person("jon", "email", Script::Limited(2)),
             ],
             restart_at: None,
             end: END,
@@ -213,10 +180,10 @@ impl Batch {
             .map(|(i, name)| {
                 let script = match i {
                     0 => Script::Dead,
-                    1 => Script::Rejected,
-                    2 if rng.between(0, 1) == 0 => Script::RateLimited(rng.between(1, 2) as u32),
+                    1 => Script::Refused,
+                    2 if rng.between(0, 1) == 0 => Script::Limited(rng.between(1, 2) as u32),
                     i if i < 2 + flaky => Script::Flaky(rng.between(1, 2) as u32),
-                    _ => Script::Healthy,
+                    _ => Script::Fine,
                 };
                 let channel = if rng.between(0, 2) == 0 {
                     "push"
@@ -259,7 +226,7 @@ impl Batch {
         };
         Batch {
             seed: self.seed,
-            people: vec![next(Script::Healthy), next(Script::Unanswered)],
+            people: vec![next(Script::Fine), next(Script::Unanswered)],
             restart_at: None,
             end: END,
             fault: Some(Fault::TimeoutBeforeSend {
@@ -294,44 +261,30 @@ impl Batch {
         self.people.iter().filter(|p| {
             matches!(
                 p.script,
-                Script::Healthy | Script::Flaky(_) | Script::RateLimited(_)
+                Script::Fine | Script::Flaky(_) | Script::Limited(_)
             )
         })
     }
 
     fn provider(&self, channel: &str) -> ProviderScript {
-        let people = || self.people.iter().filter(move |p| p.channel == channel);
-        let recipients = |script: Script| {
-            people()
-                .filter(|p| p.script == script)
-                .map(Person::recipient)
-                .collect()
-        };
-        ProviderScript {
-            flaky: people()
-                .filter_map(|p| match p.script {
-                    Script::Flaky(n) => Some((p.recipient(), n)),
-                    _ => None,
-                })
-                .collect(),
-            rate_limited: people()
-                .filter_map(|p| match p.script {
-                    Script::RateLimited(n) => Some((p.recipient(), n, self.retry_after_s)),
-                    _ => None,
-                })
-                .collect(),
-            unreachable: people()
-                .filter(|p| p.script == Script::Dead || p.then == Then::Dead)
-                .map(Person::recipient)
-                .collect(),
-            unanswered: recipients(Script::Unanswered),
-            rejected: people()
-                .filter(|p| p.script == Script::Rejected || p.then == Then::Rejected)
-                .map(Person::recipient)
-                .collect(),
-            sim_latency_ms: self.latency_ms,
-            ..ProviderScript::default()
+        let people: Vec<&Person> = self
+            .people
+            .iter()
+            .filter(|p| p.channel == channel)
+            .collect();
+        let scripts: Vec<(String, Script)> =
+            people.iter().map(|p| (p.recipient(), p.script)).collect();
+        let mut provider = provider(&scripts, self.retry_after_s);
+        // What a run of 429s gives way to, when it does not work.
+        for p in people {
+            match p.then {
+                Then::Works => {}
+                Then::Dead => provider.unreachable.push(p.recipient()),
+                Then::Rejected => provider.rejected.push(p.recipient()),
+            }
         }
+        provider.sim_latency_ms = self.latency_ms;
+        provider
     }
 
     /// The steps that cover simulated time `[from, to)`: the notices due in
@@ -480,7 +433,7 @@ impl Played {
                     Outcome::Delivered => "sent",
                     Outcome::Deduplicated => "repeat",
                     Outcome::Failed if p.script == Script::Unanswered => "timeout",
-                    Outcome::Failed if matches!(p.script, Script::RateLimited(_)) => "429",
+                    Outcome::Failed if matches!(p.script, Script::Limited(_)) => "429",
                     Outcome::Failed => "503",
                     Outcome::Rejected => "422",
                 };
@@ -579,7 +532,7 @@ fn run(case: &Case) -> Result<String> {
                 p.recipient(),
                 if n == 1 { "once" } else { "twice" }
             )),
-            Script::RateLimited(n) if played.sent(p) == 0 => Some(format!(
+            Script::Limited(n) if played.sent(p) == 0 => Some(format!(
                 "{} was rate limited {}",
                 p.recipient(),
                 if n == 1 { "once" } else { "twice" }
@@ -697,8 +650,8 @@ fn delivered(played: &Played) -> Option<Finding> {
         let what = match p.script {
             Script::Flaky(1) => "fails once, then works",
             Script::Flaky(_) => "fails twice, then works",
-            Script::RateLimited(1) => "is rate limited once (429, Retry-After: 60), then works",
-            Script::RateLimited(_) => "is rate limited twice (429, Retry-After: 60), then works",
+            Script::Limited(1) => "is rate limited once (429, Retry-After: 60), then works",
+            Script::Limited(_) => "is rate limited twice (429, Retry-After: 60), then works",
             _ if played.batch.fault.is_some() => "its first send got no answer",
             _ => "the provider takes it",
         };
@@ -819,7 +772,7 @@ fn rejected(played: &Played) -> Option<Finding> {
         .batch
         .people
         .iter()
-        .find(|p| p.script == Script::Rejected)?;
+        .find(|p| p.script == Script::Refused)?;
     let attempts = played.attempts(p).len();
     let status = played.status(p);
     let error = played.last_error(p);
@@ -872,7 +825,7 @@ fn early(played: &[Played]) -> Option<Finding> {
                 // A 429 says when to come back; the backoff still applies
                 // when it is the longer wait.
                 let asked = match p.script {
-                    Script::RateLimited(n) if (k as u32) < n => RETRY_AFTER_S * SECOND,
+                    Script::Limited(n) if (k as u32) < n => RETRY_AFTER_S * SECOND,
                     _ => 0,
                 };
                 let wanted = backoff.max(asked);
@@ -948,13 +901,13 @@ impl Batch {
             .enumerate()
             .map(|(i, name)| {
                 let script = match rng.between(0, 10) {
-                    0..=3 => Script::Healthy,
+                    0..=3 => Script::Fine,
                     4 | 5 => Script::Flaky(rng.between(1, 3) as u32),
                     6 => Script::Dead,
-                    7 => Script::Rejected,
+                    7 => Script::Refused,
                     8 => {
                         rng.between(1, 2);
-                        Script::RateLimited(limits.between(1, 5) as u32)
+                        Script::Limited(limits.between(1, 5) as u32)
                     }
                     _ => Script::Unanswered,
                 };
@@ -969,9 +922,7 @@ impl Batch {
                     0
                 };
                 let then = match script {
-                    Script::RateLimited(_) => {
-                        *wide.pick(&[Then::Works, Then::Dead, Then::Rejected])
-                    }
+                    Script::Limited(_) => *wide.pick(&[Then::Works, Then::Dead, Then::Rejected]),
                     _ => Then::Works,
                 };
                 Person {
@@ -986,7 +937,7 @@ impl Batch {
         let limited = people
             .iter()
             .filter_map(|p| match p.script {
-                Script::RateLimited(n) => Some(n as i64),
+                Script::Limited(n) => Some(n as i64),
                 _ => None,
             })
             .max()
@@ -1029,18 +980,18 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
     Dimension {
         name: "a permanent rejection",
-        reached: |b| anyone(b, |s| s == Script::Rejected),
+        reached: |b| anyone(b, |s| s == Script::Refused),
     },
     Dimension {
         name: "a 429 whose Retry-After is longer than the backoff",
-        reached: |b| anyone(b, |s| matches!(s, Script::RateLimited(_))),
+        reached: |b| anyone(b, |s| matches!(s, Script::Limited(_))),
     },
     Dimension {
         name: "a 429 answered more often than a row has attempts",
         reached: |b| {
             anyone(
                 b,
-                |s| matches!(s, Script::RateLimited(n) if n as usize >= ATTEMPTS),
+                |s| matches!(s, Script::Limited(n) if n as usize >= ATTEMPTS),
             )
         },
     },
@@ -1048,7 +999,7 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
         name: "a 429 whose Retry-After is longer than the longest backoff",
         reached: |b| {
             b.retry_after_s * SECOND > RETRY_GAPS[RETRY_GAPS.len() - 1]
-                && anyone(b, |s| matches!(s, Script::RateLimited(_)))
+                && anyone(b, |s| matches!(s, Script::Limited(_)))
         },
     },
     Dimension {
@@ -1057,7 +1008,7 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
     Dimension {
         name: "sends that take simulated time, so a wake-up's clock is stale by the answer",
-        reached: |b| b.latency_ms > 0 && anyone(b, |s| s != Script::Healthy),
+        reached: |b| b.latency_ms > 0 && anyone(b, |s| s != Script::Fine),
     },
     Dimension {
         name: "a send whose answer never comes",
@@ -1069,7 +1020,7 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
             b.restart_at.is_some_and(|r| {
                 b.people
                     .iter()
-                    .any(|p| p.script != Script::Healthy && (p.at..p.at + 6 * MINUTE).contains(&r))
+                    .any(|p| p.script != Script::Fine && (p.at..p.at + 6 * MINUTE).contains(&r))
             })
         },
     },
@@ -1145,22 +1096,14 @@ impl Explorer for Generated {
                     None if told > 0 => "SENT".to_string(),
                     None => "not in the outbox".to_string(),
                 };
-                let answers: Vec<&str> = attempts
-                    .iter()
-                    .map(|o| match o {
-                        Outcome::Delivered => "sent",
-                        Outcome::Deduplicated => "repeat",
-                        Outcome::Failed => "failed",
-                        Outcome::Rejected => "refused",
-                    })
-                    .collect();
+                let answers: Vec<&str> = attempts.iter().map(|o| answered(*o)).collect();
                 let mut detail = format!(
                     "{} {}: {}",
                     answers.len(),
                     plural(answers.len(), "attempt"),
                     answers.join(", ")
                 );
-                if let Script::RateLimited(n) = p.script {
+                if let Script::Limited(n) = p.script {
                     // A retry sooner than the 429's Retry-After is a
                     // difference from the reference, whatever else agrees.
                     let soon = timed
@@ -1213,24 +1156,18 @@ impl Explorer for Generated {
             .people
             .iter()
             .map(|p| {
-                let script = match p.script {
-                    Script::Healthy => "fine".to_string(),
-                    Script::Flaky(n) => format!("fails {n}x"),
-                    Script::Dead => "always 503".to_string(),
-                    Script::Unanswered => "never answers".to_string(),
-                    Script::Rejected => "refused".to_string(),
-                    Script::RateLimited(n) => match p.then {
-                        Then::Works => format!("429 {n}x"),
-                        Then::Dead => format!("429 {n}x, then always 503"),
-                        Then::Rejected => format!("429 {n}x, then refused"),
-                    },
+                let then = match p.then {
+                    Then::Works => "",
+                    Then::Dead => ", then always 503",
+                    Then::Rejected => ", then refused",
                 };
+                let script = p.script.said().unwrap_or_else(|| "fine".into()) + then;
                 format!("{} {script} at {}", p.label(), clock(p.at))
             })
             .collect();
         let mut provider = Vec::new();
         if batch.retry_after_s != RETRY_AFTER_S
-            && anyone(batch, |s| matches!(s, Script::RateLimited(_)))
+            && anyone(batch, |s| matches!(s, Script::Limited(_)))
         {
             provider.push(format!("; a 429 asks for {} s", batch.retry_after_s));
         }

@@ -57,6 +57,8 @@ use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Outcome, Recorder};
 
+use super::dispatch_world::{answered, provider, Addressed, Script, NAMES};
+
 pub const CHAPTER: Chapter = Chapter {
     number: 6,
     title: "orphans: the sweep and its fence",
@@ -124,32 +126,17 @@ struct Person {
     text: String,
 }
 
+impl Addressed for Person {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn channel(&self) -> &str {
+        self.channel
+    }
+}
+
 impl Person {
-    fn email(&self) -> String {
-        format!("{}@example.com", self.name)
-    }
-
-    fn device(&self) -> String {
-        format!("{}-phone", self.name)
-    }
-
-    fn recipient(&self) -> String {
-        match self.channel {
-            "push" => self.device(),
-            _ => self.email(),
-        }
-    }
-
-    fn fixture(&self) -> String {
-        format!(
-            "INSERT OR IGNORE INTO people (id, email, device, channel) VALUES ('{}', '{}', '{}', '{}')",
-            self.name,
-            self.email(),
-            self.device(),
-            self.channel
-        )
-    }
-
     fn publish(&self) -> Step {
         let notice = serde_json::json!({
             "person": self.name,
@@ -160,10 +147,6 @@ impl Person {
     }
 }
 
-const NAMES: [&str; 20] = [
-    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
-    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-];
 const EVENTS: [&str; 4] = [
     "Board games: Friday 20:00 it is",
     "Climbing trip: Saturday it is",
@@ -1586,20 +1569,6 @@ struct Generated;
 const GENERATED_TAIL: i64 = 18 * MINUTE;
 const GENERATED_LOST_END: i64 = 23 * MINUTE;
 
-/// How the provider treats one generated row's recipient.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-enum Script {
-    Healthy,
-    /// The first n attempts fail with a 503, then it works.
-    Flaky(u32),
-    /// Every attempt fails with a 503.
-    Dead,
-    /// Every attempt reaches the provider and fails there, and no answer comes.
-    Unanswered,
-    /// Refused for good: a 422.
-    Rejected,
-}
-
 /// Someone a generated scenario tells something.
 #[derive(Clone, Debug, Serialize)]
 struct Entry {
@@ -1616,36 +1585,13 @@ struct Entry {
     lost: bool,
 }
 
-impl Entry {
-    fn email(&self) -> String {
-        format!("{}@example.com", self.name)
+impl Addressed for Entry {
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    fn device(&self) -> String {
-        format!("{}-phone", self.name)
-    }
-
-    fn recipient(&self) -> String {
-        match self.channel {
-            "push" => self.device(),
-            _ => self.email(),
-        }
-    }
-
-    /// "dana@example.com (email)"
-    fn label(&self) -> String {
-        format!("{} ({})", self.recipient(), self.channel)
-    }
-
-    /// The SQL that puts the person in a new database.
-    fn fixture(&self) -> String {
-        format!(
-            "INSERT INTO people (id, email, device, channel) VALUES ('{}', '{}', '{}', '{}')",
-            self.name,
-            self.email(),
-            self.device(),
-            self.channel
-        )
+    fn channel(&self) -> &str {
+        self.channel
     }
 }
 
@@ -1724,12 +1670,12 @@ impl Workload {
                 // start; it keeps the rest of the world as it was drawn.)
                 let lost = (rng.between(0, 3) == 0).then(|| rng.between(0, 4));
                 let script = match (lost, rng.between(0, 9)) {
-                    (None, 0..=3) | (Some(_), 0..=4) => Script::Healthy,
+                    (None, 0..=3) | (Some(_), 0..=4) => Script::Fine,
                     (None, 4 | 5) if troubled => Script::Flaky(1),
                     (None, 4 | 5) => Script::Flaky(rng.between(1, 2) as u32),
-                    (Some(_), 5..=7) if troubled => Script::Healthy,
+                    (Some(_), 5..=7) if troubled => Script::Fine,
                     (Some(_), 5..=7) => Script::Flaky(1),
-                    (Some(_), _) | (None, 7) => Script::Rejected,
+                    (Some(_), _) | (None, 7) => Script::Refused,
                     (None, 6) => Script::Dead,
                     (None, _) => Script::Unanswered,
                 };
@@ -1772,13 +1718,12 @@ impl Workload {
     }
 
     fn provider(&self, channel: &str) -> ProviderScript {
-        let entries = || self.entries.iter().filter(move |e| e.channel == channel);
-        let recipients = |script: Script| {
-            entries()
-                .filter(|e| e.script == script)
-                .map(Entry::recipient)
-                .collect()
-        };
+        let scripts: Vec<(String, Script)> = self
+            .entries
+            .iter()
+            .filter(|e| e.channel == channel)
+            .map(|e| (e.recipient(), e.script))
+            .collect();
         let windows = |hang: bool| {
             self.troubles
                 .iter()
@@ -1792,15 +1737,6 @@ impl Workload {
                 .iter()
                 .find(|(c, _)| *c == channel)
                 .map_or(0, |(_, ms)| *ms),
-            flaky: entries()
-                .filter_map(|e| match e.script {
-                    Script::Flaky(n) => Some((e.recipient(), n)),
-                    _ => None,
-                })
-                .collect(),
-            unreachable: recipients(Script::Dead),
-            unanswered: recipients(Script::Unanswered),
-            rejected: recipients(Script::Rejected),
             // The first lost row's first send loses its dispatcher, with
             // every lost row still claimed behind it.
             crash_first: self
@@ -1813,7 +1749,7 @@ impl Workload {
                 .collect(),
             outages: windows(false),
             hangs: windows(true),
-            ..ProviderScript::default()
+            ..provider(&scripts, 0)
         }
     }
 
@@ -1875,11 +1811,7 @@ const DIMENSIONS: &[Dimension<Workload>] = &[
     },
     Dimension {
         name: "a lost claim on a row whose own sends fail",
-        reached: |w| {
-            w.entries
-                .iter()
-                .any(|e| e.lost && e.script != Script::Healthy)
-        },
+        reached: |w| w.entries.iter().any(|e| e.lost && e.script != Script::Fine),
     },
     Dimension {
         name: "a lost claim on a row whose every send fails: its attempts run out",
@@ -1889,8 +1821,8 @@ const DIMENSIONS: &[Dimension<Workload>] = &[
         name: "a row that fails on a channel whose sends take simulated seconds",
         reached: |w| {
             w.entries.iter().any(|e| {
-                e.script != Script::Healthy
-                    && e.script != Script::Rejected
+                e.script != Script::Fine
+                    && e.script != Script::Refused
                     && w.slow.iter().any(|(channel, _)| *channel == e.channel)
             })
         },
@@ -1990,15 +1922,7 @@ impl Explorer for Generated {
                     .find(|r| r.subject == e.label() && r.status == "FAILED")
                     .map(|r| format!(" (dead letter: {})", answer_kind(r.error.as_deref())))
                     .unwrap_or_default();
-                let answers: Vec<&str> = attempts
-                    .iter()
-                    .map(|o| match o {
-                        Outcome::Delivered => "sent",
-                        Outcome::Deduplicated => "repeat",
-                        Outcome::Failed => "failed",
-                        Outcome::Rejected => "refused",
-                    })
-                    .collect();
+                let answers: Vec<&str> = attempts.iter().map(|o| answered(*o)).collect();
                 let detail = match answers.len() {
                     0 => format!("no attempt{kept}"),
                     1 => format!("1 attempt: {}{kept}", answers[0]),
@@ -2057,13 +1981,7 @@ impl Explorer for Generated {
             .entries
             .iter()
             .map(|e| {
-                let script = match e.script {
-                    Script::Healthy => "fine".to_string(),
-                    Script::Flaky(n) => format!("fails {n}x"),
-                    Script::Dead => "always 503".to_string(),
-                    Script::Unanswered => "never answers".to_string(),
-                    Script::Rejected => "refused".to_string(),
-                };
+                let script = e.script.said().unwrap_or_else(|| "fine".into());
                 match e.lost {
                     true => format!(
                         "{} {script} at {}, held by a dispatcher lost mid-send",

@@ -33,6 +33,8 @@ use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Kind, Outcome};
 
+use super::dispatch_world::{answered, provider, Addressed, Script, NAMES};
+
 pub const CHAPTER: Chapter = Chapter {
     number: 7,
     title: "the circuit breaker",
@@ -90,10 +92,6 @@ const EVENTS: [&str; 5] = [
     "Friday drinks",
     "the book club",
 ];
-const NAMES: [&str; 20] = [
-    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
-    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-];
 
 /// Someone who gets notifications, on the channel they chose.
 #[derive(Clone, Debug)]
@@ -109,21 +107,15 @@ impl Person {
             channel,
         }
     }
+}
 
-    fn email(&self) -> String {
-        format!("{}@example.com", self.id)
+impl Addressed for Person {
+    fn name(&self) -> &str {
+        &self.id
     }
 
-    fn device(&self) -> String {
-        format!("{}-phone", self.id)
-    }
-
-    /// Where a message on their channel goes: an address or a device.
-    fn recipient(&self) -> String {
-        match self.channel {
-            "push" => self.device(),
-            _ => self.email(),
-        }
+    fn channel(&self) -> &str {
+        self.channel
     }
 }
 
@@ -1168,22 +1160,6 @@ fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Findin
 /// the drain rightly comes sooner than the row's backoff.
 struct Generated;
 
-/// How the provider treats one person's address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-enum Script {
-    Fine,
-    /// Its first n sends fail with a 503, then it works.
-    Flaky(u32),
-    /// Every send fails with a 503.
-    Dead,
-    /// Refused for good: a 422.
-    Refused,
-    /// Its first n sends are answered 429 with `Retry-After: 60`, then it
-    /// works: a provider that asks for less traffic is up, so the breaker
-    /// does not count them, and the retry waits the minute.
-    Limited(u32),
-}
-
 /// The `Retry-After` of a generated world's 429s, in seconds.
 const RETRY_AFTER_S: i64 = 60;
 
@@ -1214,9 +1190,15 @@ impl Someone {
     fn person(&self) -> Person {
         Person::new(&self.name, self.channel)
     }
+}
 
-    fn recipient(&self) -> String {
-        self.person().recipient()
+impl Addressed for Someone {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn channel(&self) -> &str {
+        self.channel
     }
 }
 
@@ -1753,37 +1735,22 @@ impl World {
     }
 
     fn provider(&self, channel: &str) -> ProviderScript {
-        let people = || self.people.iter().filter(move |p| p.channel == channel);
+        let scripts: Vec<(String, Script)> = self
+            .people
+            .iter()
+            .filter(|p| p.channel == channel)
+            .map(|p| (p.recipient(), p.script))
+            .collect();
         let windows = |hang: bool| {
             self.troubles()
                 .filter(|t| t.channel == channel && t.hang == hang)
                 .map(|t| (t.from, t.to))
                 .collect()
         };
-        let with = |script: Script| {
-            people()
-                .filter(|p| p.script == script)
-                .map(Someone::recipient)
-                .collect()
-        };
         ProviderScript {
             outages: windows(false),
             hangs: windows(true),
-            flaky: people()
-                .filter_map(|p| match p.script {
-                    Script::Flaky(n) => Some((p.recipient(), n)),
-                    _ => None,
-                })
-                .collect(),
-            rate_limited: people()
-                .filter_map(|p| match p.script {
-                    Script::Limited(n) => Some((p.recipient(), n, RETRY_AFTER_S)),
-                    _ => None,
-                })
-                .collect(),
-            unreachable: with(Script::Dead),
-            rejected: with(Script::Refused),
-            ..ProviderScript::default()
+            ..provider(&scripts, RETRY_AFTER_S)
         }
     }
 
@@ -2033,12 +2000,7 @@ impl Explorer for Generated {
                     let mut said = Vec::new();
                     let mut before: Option<i64> = None;
                     for d in untroubled {
-                        let answer = match d.outcome {
-                            Outcome::Delivered => "sent",
-                            Outcome::Deduplicated => "repeat",
-                            Outcome::Failed => "failed",
-                            Outcome::Rejected => "refused",
-                        };
+                        let answer = answered(d.outcome);
                         said.push(match before {
                             Some(b) => format!("{answer} {} later", gap_class(d.at_ms - b)),
                             None => answer.to_string(),
@@ -2145,16 +2107,7 @@ impl Explorer for Generated {
         let odd: Vec<String> = people
             .iter()
             .map(|&i| &world.people[i])
-            .filter_map(|p| {
-                let what = match p.script {
-                    Script::Fine => return None,
-                    Script::Flaky(n) => format!("fails {n}x"),
-                    Script::Dead => "always 503".to_string(),
-                    Script::Refused => "refused".to_string(),
-                    Script::Limited(n) => format!("429 {n}x"),
-                };
-                Some(format!("{} {what}", p.recipient()))
-            })
+            .filter_map(|p| Some(format!("{} {}", p.recipient(), p.script.said()?)))
             .collect();
         if !odd.is_empty() {
             parts.push(odd.join(", "));

@@ -43,6 +43,8 @@ use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step};
 use lab::serve::{Schedule, RUN};
 use lab::world::{Delivery, Event, Kind, Outcome, Recorder};
 
+use super::dispatch_world::{answered, provider, Addressed, Script, ALWAYS, NAMES};
+
 pub const CHAPTER: Chapter = Chapter {
     number: 8,
     title: "push falls back to email",
@@ -116,10 +118,6 @@ const OUTAGE_UNTIL: i64 = 17 * MINUTE;
 /// A process counts as hung only after this long (or `--timeout`, if longer).
 const PATIENCE: Duration = Duration::from_secs(30);
 
-const NAMES: [&str; 20] = [
-    "ada", "ben", "cleo", "dev", "emma", "finn", "gia", "hugo", "ivy", "jon", "kai", "lena",
-    "milo", "nia", "omar", "pia", "rosa", "sam", "tara", "zoe",
-];
 const EVENTS: [&str; 5] = [
     "the picnic",
     "board games night",
@@ -168,20 +166,15 @@ impl Person {
             channel,
         }
     }
+}
 
-    fn email(&self) -> String {
-        format!("{}@example.com", self.id)
+impl Addressed for Person {
+    fn name(&self) -> &str {
+        &self.id
     }
 
-    fn device(&self) -> String {
-        format!("{}-phone", self.id)
-    }
-
-    fn recipient(&self) -> String {
-        match self.channel {
-            "push" => self.device(),
-            _ => self.email(),
-        }
+    fn channel(&self) -> &str {
+        self.channel
     }
 }
 
@@ -1379,54 +1372,11 @@ fn crash_timeline(history: &History, p: &Published, nth: u32) -> Vec<Event> {
         .collect()
 }
 
-/// How a provider treats one recipient in a generated world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-enum Script {
-    Fine,
-    /// The first n sends fail with a 503, then it works.
-    Flaky(u32),
-    /// Every send fails with a 503.
-    Dead,
-    /// Every send reaches the provider and fails there, and no answer
-    /// comes: the dispatcher sees a timeout, every time.
-    Unanswered,
-    /// Refused for good (a 4xx): the phone is no longer registered, the
-    /// address does not exist.
-    Refused,
-    /// The first n sends are answered 429 with `Retry-After: 60`, then it
-    /// works; [`ALWAYS`] for a phone that is rate limited every time. A
-    /// 429 does not count against the provider.
-    Limited(u32),
-    /// The first n sends are answered 429 as [`Script::Limited`]'s are;
-    /// every send after them kills the process sending it before the
-    /// provider gets it (a poison message, chapter 6): only the sweep
-    /// moves it on, and it dead-letters it on its last attempt.
-    Poison(u32),
-}
-
-/// A [`Script::Limited`] that never ends.
-const ALWAYS: u32 = u32::MAX;
-
 impl Script {
     /// Whether its sends count against the provider in a breaker: 5xx and
     /// timeouts do, refusals do not.
     fn fails(self) -> bool {
         matches!(self, Script::Flaky(_) | Script::Dead | Script::Unanswered)
-    }
-
-    /// "phone dead", "mail fails 2x"; nothing for a fine one.
-    fn said(self, what: &str) -> Option<String> {
-        match self {
-            Script::Fine => None,
-            Script::Flaky(n) => Some(format!("{what} fails {n}x")),
-            Script::Dead => Some(format!("{what} always 503")),
-            Script::Unanswered => Some(format!("{what} never answers")),
-            Script::Refused => Some(format!("{what} refused")),
-            Script::Limited(ALWAYS) => Some(format!("{what} always 429")),
-            Script::Limited(n) => Some(format!("{what} 429 {n}x")),
-            Script::Poison(0) => Some(format!("{what} kills every sender")),
-            Script::Poison(n) => Some(format!("{what} 429 {n}x, then kills every sender")),
-        }
     }
 }
 
@@ -1446,21 +1396,15 @@ impl Member {
     fn working_phone(&self) -> bool {
         self.channel == "push" && self.push == Script::Fine
     }
+}
 
-    fn email(&self) -> String {
-        format!("{}@example.com", self.name)
+impl Addressed for Member {
+    fn name(&self) -> &str {
+        self.name
     }
 
-    fn device(&self) -> String {
-        format!("{}-phone", self.name)
-    }
-
-    /// Where their notifications go on the channel they chose.
-    fn recipient(&self) -> String {
-        match self.channel {
-            "push" => self.device(),
-            _ => self.email(),
-        }
+    fn channel(&self) -> &str {
+        self.channel
     }
 }
 
@@ -1903,44 +1847,16 @@ impl World {
     }
 
     fn script(&self, channel: &str) -> ProviderScript {
-        let of = |m: &Member| match channel {
-            "push" => (m.device(), m.push),
-            _ => (m.email(), m.mail),
-        };
-        let members = || {
-            self.members
-                .iter()
-                .filter(|m| channel == "email" || m.phone)
-                .map(of)
-        };
-        let with = |script: Script| {
-            members()
-                .filter(move |(_, s)| *s == script)
-                .map(|(r, _)| r)
-                .collect()
-        };
-        let mut provider = ProviderScript {
-            flaky: members()
-                .filter_map(|(r, s)| match s {
-                    Script::Flaky(n) => Some((r, n)),
-                    _ => None,
-                })
-                .collect(),
-            rate_limited: members()
-                .filter_map(|(r, s)| match s {
-                    Script::Limited(n) | Script::Poison(n) if n > 0 => Some((r, n, RETRY_AFTER_S)),
-                    _ => None,
-                })
-                .collect(),
-            unreachable: with(Script::Dead),
-            unanswered: with(Script::Unanswered),
-            rejected: with(Script::Refused),
-            crash_on: members()
-                .filter(|(_, s)| matches!(s, Script::Poison(_)))
-                .map(|(r, _)| r)
-                .collect(),
-            ..ProviderScript::default()
-        };
+        let scripts: Vec<(String, Script)> = self
+            .members
+            .iter()
+            .filter(|m| channel == "email" || m.phone)
+            .map(|m| match channel {
+                "push" => (m.device(), m.push),
+                _ => (m.email(), m.mail),
+            })
+            .collect();
+        let mut provider = provider(&scripts, RETRY_AFTER_S);
         if let (Some(d), "push") = (self.down, channel) {
             match d.hang {
                 true => provider.hangs.push((d.from, d.to)),
@@ -2260,12 +2176,7 @@ impl Explorer for Generated {
                 .iter()
                 .take(SPELLED)
                 .map(|d| {
-                    let said = match d.outcome {
-                        Outcome::Delivered => "sent",
-                        Outcome::Deduplicated => "repeat",
-                        Outcome::Failed => "failed",
-                        Outcome::Rejected => "refused",
-                    };
+                    let said = answered(d.outcome);
                     format!("{} {said}", clock(d.at_ms))
                 })
                 .collect();
@@ -2429,9 +2340,9 @@ impl Explorer for Generated {
                         .map(|(_, name)| world.member(name))
                         .filter(|m| m.channel == channel)
                         .map(|m| {
-                            let trouble: Vec<String> = [m.push.said("phone"), m.mail.said("mail")]
+                            let trouble: Vec<String> = [("phone", m.push), ("mail", m.mail)]
                                 .into_iter()
-                                .flatten()
+                                .filter_map(|(what, s)| Some(format!("{what} {}", s.said()?)))
                                 .filter(|t| channel == "push" || t.starts_with("mail"))
                                 .collect();
                             match trouble.is_empty() {

@@ -31,6 +31,8 @@ use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::Outcome;
 
+use super::dispatch_world::{provider, Script};
+
 pub const CHAPTER: Chapter = Chapter {
     number: 9,
     title: "decide: preferences and quiet hours",
@@ -118,17 +120,6 @@ const ZONES: [&str; 5] = [
     "Australia/Sydney",
     "Asia/Kolkata",
 ];
-
-/// How a provider treats one person's messages on one channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-enum Script {
-    Healthy,
-    /// The first n attempts fail with a 503, then it works.
-    Flaky(u32),
-    /// Every attempt is refused for good (a 4xx): an address or a device
-    /// that no longer exists. Nothing can reach them on that channel.
-    Rejected,
-}
 
 #[derive(Clone, Debug, Serialize)]
 struct Person {
@@ -218,8 +209,8 @@ fn person(name: &str, zone: &'static str, off: &[(&str, &str)]) -> Person {
             .iter()
             .map(|(k, c)| (k.to_string(), c.to_string()))
             .collect(),
-        email: Script::Healthy,
-        push: Script::Healthy,
+        email: Script::Fine,
+        push: Script::Fine,
     }
 }
 
@@ -328,7 +319,7 @@ impl Batch {
                         let n = rng.between(1, 2) as u32;
                         Script::Flaky(n.max(deep.between(1, 3) as u32))
                     }
-                    _ => Script::Healthy,
+                    _ => Script::Fine,
                 };
                 Person {
                     name: name.to_string(),
@@ -392,7 +383,7 @@ impl Batch {
             let zone = *rng.pick(&ZONES);
             let mut extra = person(names[people.len()], zone, &[]);
             extra.email = Script::Flaky(3);
-            extra.push = Script::Rejected;
+            extra.push = Script::Refused;
             let at = rng.pick(&notices).at;
             let kind = *rng.pick(&KINDS);
             notices.push(notice(notices.len() + 1, &extra.name, kind, at));
@@ -477,7 +468,7 @@ impl Batch {
             "push" => &mut person.push,
             _ => &mut person.email,
         };
-        if *script == Script::Healthy {
+        if *script == Script::Fine {
             *script = Script::Flaky(failures);
         }
         // Within the two minutes its retries take, never on a wake-up.
@@ -577,23 +568,12 @@ impl Batch {
     }
 
     fn provider(&self, channel: &str) -> ProviderScript {
-        ProviderScript {
-            flaky: self
-                .people
-                .iter()
-                .filter_map(|p| match p.script(channel) {
-                    Script::Flaky(n) => Some((p.recipient(channel), n)),
-                    Script::Healthy | Script::Rejected => None,
-                })
-                .collect(),
-            rejected: self
-                .people
-                .iter()
-                .filter(|p| p.script(channel) == Script::Rejected)
-                .map(|p| p.recipient(channel))
-                .collect(),
-            ..ProviderScript::default()
-        }
+        let scripts: Vec<(String, Script)> = self
+            .people
+            .iter()
+            .map(|p| (p.recipient(channel), p.script(channel)))
+            .collect();
+        provider(&scripts, 0)
     }
 
     /// The steps that cover simulated time `[from, to)`.
@@ -962,7 +942,7 @@ fn held(played: &Played) -> Vec<String> {
     for n in batch.notices.iter().filter(|n| !n.critical()) {
         if !batch.enabled(&n.person, n.kind, "push", n.at)
             || batch.turned_off_later(n, "push")
-            || batch.person(&n.person).push == Script::Rejected
+            || batch.person(&n.person).push == Script::Refused
         {
             continue;
         }
@@ -1009,7 +989,7 @@ fn critical(played: &Played) -> Vec<String> {
         // A channel whose provider refuses them for good cannot reach them.
         let reachable = CHANNELS
             .into_iter()
-            .filter(|c| batch.person(&n.person).script(c) != Script::Rejected);
+            .filter(|c| batch.person(&n.person).script(c) != Script::Refused);
         for channel in reachable {
             let sent = played.sent(n, channel);
             let late = match sent.first() {
@@ -1374,10 +1354,8 @@ impl Explorer for Generated {
                     said.push_str(&format!(", {channel} off for {kind}"));
                 }
                 for channel in CHANNELS {
-                    match p.script(channel) {
-                        Script::Flaky(n) => said.push_str(&format!(", {channel} fails {n}x")),
-                        Script::Rejected => said.push_str(&format!(", {channel} refused")),
-                        Script::Healthy => {}
+                    if let Some(script) = p.script(channel).said() {
+                        said.push_str(&format!(", {channel} {script}"));
                     }
                 }
                 said

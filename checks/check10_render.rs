@@ -32,6 +32,8 @@ use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Outcome};
 
+use super::dispatch_world::{provider, Script};
+
 pub const CHAPTER: Chapter = Chapter {
     number: 10,
     title: "render: templates that fail closed",
@@ -61,16 +63,6 @@ const CHANNELS: [&str; 2] = ["email", "push"];
 /// How far below the limit a cut push may end: room for an ellipsis and
 /// one character that did not fit.
 const CUT_SLACK: usize = 16;
-
-/// How a provider treats one person's messages on one channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-enum Script {
-    Healthy,
-    /// The first n attempts fail with a 503, then it works.
-    Flaky(u32),
-    /// Every attempt is refused for good (a device no longer registered).
-    Rejected,
-}
 
 #[derive(Clone, Debug, Serialize)]
 struct Person {
@@ -145,8 +137,8 @@ fn person(id: &str, name: Option<&str>) -> Person {
     Person {
         id: id.to_string(),
         name: name.map(str::to_string),
-        email: Script::Healthy,
-        push: Script::Healthy,
+        email: Script::Fine,
+        push: Script::Fine,
     }
 }
 
@@ -262,12 +254,12 @@ impl Batch {
                 };
                 let email = match rng.between(0, 5) {
                     0 => Script::Flaky(rng.between(1, 2) as u32),
-                    _ => Script::Healthy,
+                    _ => Script::Fine,
                 };
                 let push = match rng.between(0, 7) {
                     0 => Script::Flaky(rng.between(1, 2) as u32),
-                    1 => Script::Rejected,
-                    _ => Script::Healthy,
+                    1 => Script::Refused,
+                    _ => Script::Fine,
                 };
                 Person {
                     id: id.to_string(),
@@ -310,7 +302,7 @@ impl Batch {
         if seed % 2 == 1 {
             let mut extra = person(ids[people.len()], Some(*rng.pick(&NAMES)));
             extra.email = Script::Flaky(3);
-            extra.push = Script::Rejected;
+            extra.push = Script::Refused;
             let at = rng.pick(&comments).at;
             let (title, author, text) =
                 (*rng.pick(&TITLES), *rng.pick(&AUTHORS), *rng.pick(&TEXTS));
@@ -376,23 +368,12 @@ impl Batch {
     }
 
     fn provider(&self, channel: &str) -> ProviderScript {
-        ProviderScript {
-            flaky: self
-                .people
-                .iter()
-                .filter_map(|p| match p.script(channel) {
-                    Script::Flaky(n) => Some((p.recipient(channel), n)),
-                    Script::Healthy | Script::Rejected => None,
-                })
-                .collect(),
-            rejected: self
-                .people
-                .iter()
-                .filter(|p| p.script(channel) == Script::Rejected)
-                .map(|p| p.recipient(channel))
-                .collect(),
-            ..ProviderScript::default()
-        }
+        let scripts: Vec<(String, Script)> = self
+            .people
+            .iter()
+            .map(|p| (p.recipient(channel), p.script(channel)))
+            .collect();
+        provider(&scripts, 0)
     }
 
     /// The steps that cover simulated time `[from, to)`.
@@ -907,7 +888,7 @@ fn fits(played: &Played) -> Vec<String> {
             }
         }
         // A phone refused for good cannot be reached, whatever the size.
-        let refused = batch.person(&c.person).push == Script::Rejected;
+        let refused = batch.person(&c.person).push == Script::Refused;
         if delivered.is_empty() && !refused {
             lines.push(format!(
                 "{label}: the push of {} bytes never arrived",
@@ -1214,7 +1195,7 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
     Dimension {
         name: "a push refused for good",
-        reached: |b| b.people.iter().any(|p| p.push == Script::Rejected),
+        reached: |b| b.people.iter().any(|p| p.push == Script::Refused),
     },
     Dimension {
         name: "a deploy while a retry waits its backoff",
@@ -1354,10 +1335,8 @@ impl Explorer for Generated {
                     None => format!("{} with no name", p.id),
                 };
                 for channel in CHANNELS {
-                    match p.script(channel) {
-                        Script::Flaky(n) => said.push_str(&format!(", {channel} fails {n}x")),
-                        Script::Rejected => said.push_str(&format!(", {channel} refused")),
-                        Script::Healthy => {}
+                    if let Some(script) = p.script(channel).said() {
+                        said.push_str(&format!(", {channel} {script}"));
                     }
                 }
                 said

@@ -16,6 +16,7 @@ mod check09_decide;
 mod check10_render;
 mod check11_webhooks;
 mod check12_postgres;
+mod dispatch_world;
 mod invite_world;
 mod invited;
 
