@@ -436,12 +436,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 }
 
 fn trouble_finding(round: &Round, played: &Played, what: &str) -> Option<Finding> {
-    played.trouble().map(|trouble| Finding {
-        evidence: "the case did not finish".to_string(),
-        scenario: format!("{}, {what}: {trouble}", round.batch.name()),
-        details: Vec::new(),
-        seed: round.batch.seed,
-        ..Default::default()
+    played.trouble().map(|trouble| {
+        Finding::unfinished(
+            format!("{}, {what}: {trouble}", round.batch.name()),
+            round.batch.seed,
+        )
     })
 }
 

@@ -592,13 +592,9 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 }
 
 fn trouble_finding(batch: &Batch, played: &Played) -> Option<Finding> {
-    played.trouble().map(|trouble| Finding {
-        evidence: "the case did not finish".to_string(),
-        scenario: format!("{}: {trouble}", batch.name()),
-        details: Vec::new(),
-        seed: batch.seed,
-        ..Default::default()
-    })
+    played
+        .trouble()
+        .map(|trouble| Finding::unfinished(format!("{}: {trouble}", batch.name()), batch.seed))
 }
 
 /// The invites only meet the slow relay if it really sends the waiting

@@ -623,12 +623,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 }
 
 fn trouble_finding(played: &Played) -> Option<Finding> {
-    played.trouble().map(|trouble| Finding {
-        evidence: "the case did not finish".to_string(),
-        scenario: format!("{}: {trouble}", played.batch.name()),
-        details: Vec::new(),
-        seed: played.batch.seed,
-        ..Default::default()
+    played.trouble().map(|trouble| {
+        Finding::unfinished(
+            format!("{}: {trouble}", played.batch.name()),
+            played.batch.seed,
+        )
     })
 }
 

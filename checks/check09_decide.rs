@@ -24,7 +24,7 @@ use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_outbox, History};
-use lab::report::{judge, Finding};
+use lab::report::{first_found, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step};
@@ -840,12 +840,11 @@ fn run(case: &Case) -> Result<String> {
 }
 
 fn trouble_finding(played: &Played) -> Option<Finding> {
-    played.trouble().map(|trouble| Finding {
-        evidence: "the case did not finish".to_string(),
-        scenario: format!("{}: {trouble}", played.batch.name()),
-        details: Vec::new(),
-        seed: played.batch.seed,
-        ..Default::default()
+    played.trouble().map(|trouble| {
+        Finding::unfinished(
+            format!("{}: {trouble}", played.batch.name()),
+            played.batch.seed,
+        )
     })
 }
 
@@ -856,26 +855,13 @@ fn first(
     judge: impl Fn(&Played) -> Vec<String>,
     what: &str,
 ) -> (usize, Option<Finding>) {
-    let mut total = 0;
-    let mut found = None;
-    for p in played {
-        if let Some(f) = trouble_finding(p) {
-            return (total, Some(f));
-        }
-        let lines = judge(p);
-        total += lines.len();
-        if found.is_none() && !lines.is_empty() {
-            found = Some((p, lines));
-        }
-    }
-    let finding = found.map(|(p, lines)| Finding {
-        evidence: format!("{total} {what}"),
-        scenario: format!("{}:", p.batch.name()),
-        details: lines.into_iter().take(6).collect(),
-        seed: p.batch.seed,
-        ..Default::default()
-    });
-    (total, finding)
+    first_found(
+        played,
+        trouble_finding,
+        |p| (p.batch.name(), p.batch.seed),
+        judge,
+        what,
+    )
 }
 
 /// Sends on a channel turned off for their kind, at the moment of the send.

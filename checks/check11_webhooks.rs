@@ -27,7 +27,7 @@ use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_pairs, History};
-use lab::report::{judge, Finding};
+use lab::report::{first_found, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
@@ -1163,31 +1163,21 @@ fn malformed_lines(played: &Played) -> Vec<String> {
 }
 
 fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) -> Option<Finding> {
-    let mut total = 0;
-    let mut found = None;
-    for p in played {
-        if let Some(trouble) = p.trouble() {
-            return Some(Finding {
-                evidence: "the case did not finish".to_string(),
-                scenario: format!("{}: {trouble}", p.batch.name()),
-                details: Vec::new(),
-                seed: p.batch.seed,
-                ..Default::default()
-            });
-        }
-        let lines = judge(p);
-        total += lines.len();
-        if found.is_none() && !lines.is_empty() {
-            found = Some((p, lines));
-        }
-    }
-    found.map(|(p, lines)| Finding {
-        evidence: format!("{total} {what}"),
-        scenario: format!("{}:", p.batch.name()),
-        details: lines.into_iter().take(6).collect(),
-        seed: p.batch.seed,
-        ..Default::default()
-    })
+    let unfinished = |p: &Played| {
+        let trouble = p.trouble()?;
+        Some(Finding::unfinished(
+            format!("{}: {trouble}", p.batch.name()),
+            p.batch.seed,
+        ))
+    };
+    first_found(
+        played,
+        unfinished,
+        |p| (p.batch.name(), p.batch.seed),
+        judge,
+        what,
+    )
+    .1
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {

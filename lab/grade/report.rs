@@ -57,6 +57,56 @@ pub struct Finding {
     pub focus: Option<String>,
 }
 
+impl Finding {
+    /// A scenario the case did not finish (it hung, panicked, or stopped
+    /// where no fault was planned): `scenario` names it, `trouble` says
+    /// what happened.
+    pub fn unfinished(scenario: String, seed: Option<u64>) -> Finding {
+        Finding {
+            evidence: "the case did not finish".to_string(),
+            scenario,
+            seed,
+            ..Default::default()
+        }
+    }
+}
+
+/// The first of `played` whose `judge` finds something, with how many
+/// things it found over all of them (`"{total} {what}"`), and that total;
+/// a scenario the case did not finish is the finding as soon as it comes.
+/// `named` gives a scenario's name and seed.
+pub fn first_found<P>(
+    played: &[P],
+    unfinished: impl Fn(&P) -> Option<Finding>,
+    named: impl Fn(&P) -> (String, Option<u64>),
+    judge: impl Fn(&P) -> Vec<String>,
+    what: &str,
+) -> (usize, Option<Finding>) {
+    let mut total = 0;
+    let mut found = None;
+    for p in played {
+        if let Some(f) = unfinished(p) {
+            return (total, Some(f));
+        }
+        let lines = judge(p);
+        total += lines.len();
+        if found.is_none() && !lines.is_empty() {
+            found = Some((p, lines));
+        }
+    }
+    let finding = found.map(|(p, lines)| {
+        let (name, seed) = named(p);
+        Finding {
+            evidence: format!("{total} {what}"),
+            scenario: format!("{name}:"),
+            details: lines.into_iter().take(6).collect(),
+            seed,
+            ..Default::default()
+        }
+    });
+    (total, finding)
+}
+
 /// The verdict on `property`: it held, with `pass_evidence`, unless a
 /// scenario found it broken.
 pub fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
