@@ -33,7 +33,7 @@ use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Kind, Outcome};
 
-use super::dispatch_world::{answered, provider, Addressed, Script, NAMES};
+use super::dispatch_world::{answered, provider, Addressed, Notice, Person, Script, NAMES};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 7,
@@ -92,40 +92,6 @@ const EVENTS: [&str; 5] = [
     "Friday drinks",
     "the book club",
 ];
-
-/// Someone who gets notifications, on the channel they chose.
-#[derive(Clone, Debug)]
-struct Person {
-    id: String,
-    channel: &'static str,
-}
-
-impl Person {
-    fn new(name: &str, channel: &'static str) -> Person {
-        Person {
-            id: name.to_string(),
-            channel,
-        }
-    }
-}
-
-impl Addressed for Person {
-    fn name(&self) -> &str {
-        &self.id
-    }
-
-    fn channel(&self) -> &str {
-        self.channel
-    }
-}
-
-/// The case's `publish` input: one person to tell one thing.
-#[derive(Clone, Debug, Serialize)]
-struct Notice {
-    person: String,
-    kind: String,
-    text: String,
-}
 
 /// One notification the scenario expects to reach one person.
 #[derive(Clone, Debug)]

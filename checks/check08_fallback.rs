@@ -43,7 +43,7 @@ use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step};
 use lab::serve::{Schedule, RUN};
 use lab::world::{Delivery, Event, Kind, Outcome, Recorder};
 
-use super::dispatch_world::{answered, provider, Addressed, Script, ALWAYS, NAMES};
+use super::dispatch_world::{answered, provider, Addressed, Notice, Person, Script, ALWAYS, NAMES};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 8,
@@ -150,40 +150,6 @@ impl Trouble {
             Trouble::Flaky(n) => format!("{name}'s phone is rate limited {n} times, then works"),
         }
     }
-}
-
-/// Someone who gets notifications on the channel they chose.
-#[derive(Clone, Debug)]
-struct Person {
-    id: String,
-    channel: &'static str,
-}
-
-impl Person {
-    fn new(name: &str, channel: &'static str) -> Person {
-        Person {
-            id: name.to_string(),
-            channel,
-        }
-    }
-}
-
-impl Addressed for Person {
-    fn name(&self) -> &str {
-        &self.id
-    }
-
-    fn channel(&self) -> &str {
-        self.channel
-    }
-}
-
-/// The case's `publish` input.
-#[derive(Clone, Debug, Serialize)]
-struct Notice {
-    person: String,
-    kind: String,
-    text: String,
 }
 
 /// One notification, and who it is for.

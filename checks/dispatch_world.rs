@@ -56,6 +56,40 @@ pub trait Addressed {
     }
 }
 
+/// Someone who gets notifications, on the channel they chose.
+#[derive(Clone, Debug)]
+pub struct Person {
+    pub id: String,
+    pub channel: &'static str,
+}
+
+impl Person {
+    pub fn new(name: &str, channel: &'static str) -> Person {
+        Person {
+            id: name.to_string(),
+            channel,
+        }
+    }
+}
+
+impl Addressed for Person {
+    fn name(&self) -> &str {
+        &self.id
+    }
+
+    fn channel(&self) -> &str {
+        self.channel
+    }
+}
+
+/// The case's `publish` input: one person to tell one thing.
+#[derive(Clone, Debug, Serialize)]
+pub struct Notice {
+    pub person: String,
+    pub kind: String,
+    pub text: String,
+}
+
 /// How a provider treats one recipient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Script {
