@@ -31,7 +31,7 @@ use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
-use lab::world::{Delivery, Kind, Outcome};
+use lab::world::{Delivery, Kind, Outcome, Recorder};
 
 use super::dispatch_world::{answered, provider, Addressed, Notice, Person, Script, NAMES};
 
@@ -1237,6 +1237,11 @@ const RETRIED_FOR: i64 = 5 * MINUTE + 37 * SECOND;
 /// first attempt, the sweep hands it back 5 to 6 minutes later, and its
 /// next two retries come 30 s and 5 min after that.
 const SPECIAL_LIFE: i64 = 12 * MINUTE;
+/// How long a poison message's row may take from its publish: each of its
+/// four attempts may end in the sweep, 5 to 6 minutes later, with a
+/// wake-up either side: a send that kills its dispatcher does, and so does
+/// a 429 whose answer a failing commit lost.
+const POISON_LIFE: i64 = 4 * (ORPHANED_AFTER + SWEEP + 2 * TICK) + MINUTE;
 
 impl World {
     fn generate(seed: u64) -> World {
@@ -1626,6 +1631,34 @@ impl World {
                 });
             }
         }
+        // A third of the worlds end with a poison message (chapter 6):
+        // every send of it past its first 429s kills the dispatcher sending
+        // it, and only the sweep moves it on, counting each lost attempt,
+        // until it dead-letters it on its last. It is told alone once
+        // everything else has settled, so no other row is claimed beside
+        // it. Drawn from a stream of its own.
+        let mut venom = Rng::new(seed ^ 0x0707_9015_0e5a);
+        if venom.between(0, 2) == 0 {
+            let used: Vec<&str> = world.people.iter().map(|p| p.name.as_str()).collect();
+            if let Some(name) = names.iter().find(|n| !used.contains(n)) {
+                let channel = *venom.pick(&["email", "push"]);
+                let script = Script::Poison(venom.between(1, 3) as u32);
+                world.people.push(Someone {
+                    name: name.to_string(),
+                    channel,
+                    script,
+                });
+                let at = world.settled_by() + venom.between(0, 60) as i64 * SECOND;
+                world.stretches.push(Stretch {
+                    trouble: None,
+                    told: vec![Told {
+                        at,
+                        who: world.people.len() - 1,
+                        text: text(),
+                    }],
+                });
+            }
+        }
         world.ended()
     }
 
@@ -1668,6 +1701,9 @@ impl World {
                 false => MINUTE + SWEPT_WITHIN,
             };
             last = last.max(told.at + life);
+            if let Script::Poison(_) = p.script {
+                last = last.max(told.at + POISON_LIFE);
+            }
             // A row that lands in a trouble: a breaker holds it until the
             // trouble is over; a dispatcher without one spends its retries
             // on it.
@@ -1795,6 +1831,14 @@ fn backlogs(w: &World) -> impl Iterator<Item = (&Trouble, Vec<&Someone>)> {
 
 /// The situations chapter 7's rules turn on.
 const DIMENSIONS: &[Dimension<World>] = &[
+    Dimension {
+        name: "a message that kills every dispatcher sending it, dead-lettered by the sweep",
+        reached: |w| {
+            w.people
+                .iter()
+                .any(|p| matches!(p.script, Script::Poison(_)))
+        },
+    },
     Dimension {
         name: "a provider down for longer than the breaker's 30 s wait",
         reached: |w| w.troubles().any(|t| !t.hang && t.to - t.from > PROBE_EVERY),
@@ -1928,10 +1972,11 @@ impl Explorer for Generated {
     /// trouble only those before it.
     fn observe(&self, world: &World, run: &Run) -> Result<Observation> {
         let rows = read_ledger(run.dir, run.history)?;
+        let world_record = Recorder::open(run.dir, 0)?;
         let mut fates: BTreeMap<String, Fate> = world
             .told()
             .into_iter()
-            .map(|told| {
+            .map(|told| -> Result<(String, Fate)> {
                 let p = &world.people[told.who];
                 let recipient = p.recipient();
                 let attempts: Vec<&Delivery> = run
@@ -1973,18 +2018,27 @@ impl Explorer for Generated {
                         });
                         before = Some(d.at_ms);
                     }
-                    format!("attempts {}", said.join(", "))
+                    let mut detail = format!("attempts {}", said.join(", "));
+                    // A send that kills its dispatcher never reaches the
+                    // provider, yet it is an attempt (chapter 6).
+                    if matches!(p.script, Script::Poison(_)) {
+                        let killed = world_record.kills_of(&recipient)?;
+                        detail.push_str(&format!(
+                            ", then {killed} sends that killed their dispatcher"
+                        ));
+                    }
+                    detail
                 };
-                (
+                Ok((
                     world.subject(told),
                     Fate {
                         told: told_n,
                         state,
                         detail,
                     },
-                )
+                ))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         // A 429 falls on whichever of an address's messages is sent first,
         // and the rules leave the order within a batch free: such an
         // address's attempts are compared as one list, whatever message
