@@ -447,10 +447,16 @@ impl Shape {
             workspaces.iter().map(|(w, n)| (w.as_str(), *n)).collect();
         let mut shape = Shape::default();
         let mut waiting: Vec<(String, bool)> = Vec::new();
+        let mut members: Vec<&Invite> = Vec::new();
         for moment in moments {
             match moment {
+                // A member invited again takes no second seat.
+                Moment::Invite(i) if members.contains(&i) => {}
                 Moment::Invite(i) => {
                     let seat = free.get_mut(i.workspace.as_str()).filter(|n| **n > 0);
+                    if seat.is_some() {
+                        members.push(i);
+                    }
                     let admitted = seat.is_some();
                     if let Some(n) = seat {
                         *n -= 1;

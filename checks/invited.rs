@@ -146,6 +146,16 @@ impl Scenario {
             let workspace = rng.pick(&open).to_string();
             invites.push(Invite { email, workspace });
         }
+        // One world in three makes an invite twice (a double click, a
+        // request retried): the person is already a member, so the second
+        // owes nothing, neither a seat nor an email, whatever it answers.
+        // From a stream of its own, so the rest is drawn as before.
+        let mut twice = Rng::new(seed ^ 0x0101_2e9e_a700);
+        if !invites.is_empty() && twice.between(0, 2) == 0 {
+            let first = twice.between(0, invites.len() as u64 - 1) as usize;
+            let at = twice.between(first as u64 + 1, invites.len() as u64) as usize;
+            invites.insert(at, invites[first].clone());
+        }
         let relay_every = rng.between(1, 4) as usize;
         let deploy_after = (invites.len() > 1 && rng.between(0, 2) == 0)
             .then(|| rng.between(1, invites.len() as u64 - 1) as usize);
@@ -175,13 +185,23 @@ impl Scenario {
         format!("{} → {}", invite.email, invite.workspace)
     }
 
+    /// Whether invite `n` repeats an earlier one: its step is named apart,
+    /// so that its refusal refuses nothing the first one asked for.
+    fn again(&self, n: usize) -> bool {
+        self.invites[..n].contains(&self.invites[n])
+    }
+
     /// The steps of invites `range`: each invite, and the relay after every
     /// `relay_every`-th and after the last.
     fn steps(&self, range: std::ops::Range<usize>) -> Vec<Step> {
         let mut steps = Vec::new();
         for n in range {
             let invite = &self.invites[n];
-            steps.push(Step::with("invite", invite, &Scenario::subject(invite)));
+            let mut subject = Scenario::subject(invite);
+            if self.again(n) {
+                subject.push_str(" (again)");
+            }
+            steps.push(Step::with("invite", invite, &subject));
             if (n + 1) % self.relay_every == 0 || n + 1 == self.invites.len() {
                 steps.push(Step::new("relay"));
             }
@@ -260,9 +280,11 @@ impl Scenario {
             .collect();
         let invited: Vec<String> = invites
             .iter()
-            .map(|i| {
+            .enumerate()
+            .map(|(n, i)| {
                 let name = i.email.split('@').next().unwrap_or(&i.email);
-                format!("{name} → {}", i.workspace)
+                let again = if self.again(n) { " again" } else { "" };
+                format!("{name} → {}{again}", i.workspace)
             })
             .collect();
         let mut when = match self.relay_every {
@@ -319,7 +341,18 @@ impl Invites for Scenario {
 }
 
 /// The invite world's situations: chapter 1's.
-const DIMENSIONS_1: &[Dimension<Scenario>] = &invite_dimensions::<Scenario>();
+const DIMENSIONS_1: &[Dimension<Scenario>] = {
+    const SHARED: [Dimension<Scenario>; 6] = invite_dimensions::<Scenario>();
+    &[
+        SHARED[0], SHARED[1], SHARED[2], SHARED[3], SHARED[4], SHARED[5], TWICE,
+    ]
+};
+
+/// An invite made twice: the second owes nothing.
+const TWICE: Dimension<Scenario> = Dimension {
+    name: "an invite made twice (a double click, a request retried)",
+    reached: |s| (0..s.invites.len()).any(|n| s.again(n)),
+};
 
 /// The invite world's situations, and one of chapter 2's own.
 const DIMENSIONS_2: &[Dimension<Scenario>] = {
@@ -331,6 +364,7 @@ const DIMENSIONS_2: &[Dimension<Scenario>] = {
         SHARED[3],
         SHARED[4],
         SHARED[5],
+        TWICE,
         Dimension {
             name: "a relay a minute before midnight, so a retry may come on the next day",
             reached: |s| s.later.as_ref().is_some_and(|l| l.starts_at.is_some()),
