@@ -68,6 +68,9 @@ pub struct Service {
     workspaces: Vec<(String, i64)>,
     /// The calls of each process, one process after the other.
     processes: Vec<Vec<Call>>,
+    /// The relay that makes the last pass, once the burst is in: whatever
+    /// its name, it sends what waits, alone.
+    closing: u32,
 }
 
 impl Service {
@@ -158,9 +161,14 @@ impl Explorer for Generated {
             rest = tail;
         }
         processes.push(rest);
+        // A relay's name means nothing to the rules: any relay running
+        // alone sends what waits. From a stream of its own, so the rest is
+        // drawn as before.
+        let closing = *Rng::new(seed ^ 0x0303_c105_e000).pick(&[1, 1, 2, 3, 9, 14]);
         Service {
             workspaces,
             processes,
+            closing,
         }
     }
 
@@ -179,7 +187,7 @@ impl Explorer for Generated {
                     .collect();
                 if i + 1 == service.processes.len() {
                     // Whatever is queued goes out before the service idles.
-                    steps.push(relay_step(1));
+                    steps.push(relay_step(service.closing));
                 }
                 Plan {
                     dir: dir.to_path_buf(),
@@ -302,7 +310,15 @@ impl Explorer for Generated {
                     .join(", ")
             })
             .collect();
-        format!("{}; {}", seats.join(", "), processes.join("; a deploy; "))
+        let closing = match service.closing {
+            1 => String::new(),
+            n => format!("; relay-{n} makes the last pass"),
+        };
+        format!(
+            "{}; {}{closing}",
+            seats.join(", "),
+            processes.join("; a deploy; ")
+        )
     }
 }
 
@@ -614,7 +630,21 @@ impl Invites for Service {
 }
 
 /// The situations of chapters 3 and 4's world.
-const DIMENSIONS: &[Dimension<Service>] = &invite_dimensions::<Service>();
+const DIMENSIONS: &[Dimension<Service>] = {
+    const SHARED: [Dimension<Service>; 6] = invite_dimensions::<Service>();
+    &[
+        SHARED[0],
+        SHARED[1],
+        SHARED[2],
+        SHARED[3],
+        SHARED[4],
+        SHARED[5],
+        Dimension {
+            name: "the last pass made alone by a relay that is not relay-1",
+            reached: |s| s.closing != 1,
+        },
+    ]
+};
 
 /// How long SQLite lets the raced invite wait for the write lock (rusqlite's
 /// default busy timeout), which a relay that keeps a transaction open across

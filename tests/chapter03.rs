@@ -365,3 +365,24 @@ fn try_claim_measures_every_batch_size() {
     assert!(text.contains("batch") && text.contains("rows/s"), "{text}");
     assert!(text.contains("Read it:"), "{text}");
 }
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_claim_offset_by_the_relays_name_leaves_rows_to_a_relay_running_alone() {
+    // A relay's name means nothing to the rules: the generated worlds end
+    // with a last pass by any relay, alone.
+    let (code, report) = checked_json(&["3", "--variant", "claim-offset-by-relay-number"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        pattern(&report),
+        "PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS"
+    );
+    let settled = verdict(&report, 7);
+    assert!(
+        settled["scenario"]
+            .as_str()
+            .unwrap()
+            .contains("makes the last pass"),
+        "{settled}"
+    );
+}

@@ -317,3 +317,16 @@ fn a_relay_that_releases_its_sent_rows_sends_them_again() {
         "{details}"
     );
 }
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_relay_that_waits_for_every_claim_stalls_behind_a_stranded_one() {
+    // A fault that strands a claim excuses what it stranded, never what was
+    // asked for after it: those invitations must still go out.
+    let (code, report) = common::checked_json(&["4", "--variant", "skip-while-busy"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        pattern(&report),
+        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
+    );
+}

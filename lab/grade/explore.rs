@@ -1320,6 +1320,32 @@ fn refused(model: &FaultModel, history: &History) -> Vec<String> {
         .collect()
 }
 
+/// The subjects of requests that committed after the play's fault struck
+/// (a crash of the lab's, or a failing commit): what they asked for did not
+/// exist when the fault struck, so it cannot be among what the fault
+/// stranded. A lost send leaves no mark of its own (a provider may leave
+/// sends unanswered in any play), so after one nothing is counted.
+fn requested_after_fault(model: &FaultModel, history: &History) -> Vec<String> {
+    let struck = history.events.iter().position(|e| match e.kind {
+        // A crash with a subject is a poison message's: the world's doing.
+        Kind::Crash => e.subject.is_none(),
+        Kind::CommitFailed => true,
+        _ => false,
+    });
+    let Some(struck) = struck else {
+        return Vec::new();
+    };
+    history.events[struck..]
+        .iter()
+        .filter(|e| e.kind == Kind::Commit)
+        .filter(|e| {
+            e.op.as_deref()
+                .is_some_and(|op| model.requests.contains(&op))
+        })
+        .filter_map(|e| e.subject.clone())
+        .collect()
+}
+
 /// The reference's fate in a fault-free run of each scenario, cached next to
 /// its binary (which is named after the reference's source and the lab's
 /// build), so the learner's loop pays for it once. What a chapter observes
@@ -1549,11 +1575,17 @@ fn judge_one<E: Explorer>(
             let mut fates = explorer.under_faults(scenario, faulted.observation.fates.clone());
             if stranding {
                 // A message the fault stranded, untold, is owed to the
-                // sweep of a later chapter: not lost, by these rules.
+                // sweep of a later chapter: not lost, by these rules. One
+                // asked for after the fault struck cannot have been
+                // stranded by it: it must go out.
+                let later = requested_after_fault(&model, &faulted.history);
                 for (subject, fate) in fates.iter_mut() {
                     let Some(owed) = own.get(subject) else {
                         continue;
                     };
+                    if later.iter().any(|r| subject.contains(r.as_str())) {
+                        continue;
+                    }
                     if fate.told == 0 && (fate.state == owed.state || explorer.waiting(fate)) {
                         fate.told = owed.told;
                         fate.state = owed.state.clone();
