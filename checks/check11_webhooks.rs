@@ -656,7 +656,7 @@ impl Batch {
         for (to, came) in warned_at {
             let soon = came / MINUTE + after.between(1, 3) as i64;
             for (minute, second) in [(soon, after.between(10, 50)), (17, after.between(10, 40))] {
-                if minute >= 12 && minute < 17 {
+                if (12..17).contains(&minute) {
                     continue;
                 }
                 let number = messages.len() + 1;
