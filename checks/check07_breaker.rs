@@ -1607,29 +1607,11 @@ impl World {
         // one failure of one send in a minute, which no minimum lets open
         // a breaker, however busy the channel was before.
         if more.between(0, 1) == 0 {
-            let used: Vec<&str> = world.people.iter().map(|p| p.name.as_str()).collect();
-            let name = names.iter().find(|n| !used.contains(n));
-            if let Some(name) = name {
-                let channel = if more.between(0, 1) == 0 {
-                    "email"
-                } else {
-                    "push"
-                };
-                world.people.push(Someone {
-                    name: name.to_string(),
-                    channel,
-                    script: Script::Flaky(1),
-                });
-                let at = world.last_activity() + more.between(150, 210) as i64 * SECOND;
-                world.stretches.push(Stretch {
-                    trouble: None,
-                    told: vec![Told {
-                        at,
-                        who: world.people.len() - 1,
-                        text: text(),
-                    }],
-                });
-            }
+            let channel = *more.pick(&["email", "push"]);
+            let wait = more.between(150, 210) as i64 * SECOND;
+            world.tell_newcomer(&names, channel, Script::Flaky(1), text(), |w| {
+                w.last_activity() + wait
+            });
         }
         // A third of the worlds end with a poison message (chapter 6):
         // every send of it past its first 429s kills the dispatcher sending
@@ -1639,27 +1621,43 @@ impl World {
         // it. Drawn from a stream of its own.
         let mut venom = Rng::new(seed ^ 0x0707_9015_0e5a);
         if venom.between(0, 2) == 0 {
-            let used: Vec<&str> = world.people.iter().map(|p| p.name.as_str()).collect();
-            if let Some(name) = names.iter().find(|n| !used.contains(n)) {
-                let channel = *venom.pick(&["email", "push"]);
-                let script = Script::Poison(venom.between(1, 3) as u32);
-                world.people.push(Someone {
-                    name: name.to_string(),
-                    channel,
-                    script,
-                });
-                let at = world.settled_by() + venom.between(0, 60) as i64 * SECOND;
-                world.stretches.push(Stretch {
-                    trouble: None,
-                    told: vec![Told {
-                        at,
-                        who: world.people.len() - 1,
-                        text: text(),
-                    }],
-                });
-            }
+            let channel = *venom.pick(&["email", "push"]);
+            let script = Script::Poison(venom.between(1, 3) as u32);
+            let wait = venom.between(0, 60) as i64 * SECOND;
+            world.tell_newcomer(&names, channel, script, text(), |w| w.settled_by() + wait);
         }
         world.ended()
+    }
+
+    /// Someone new to the world, with the first name of `names` nobody
+    /// has, told `text` alone at the time `at` gives once they are in it
+    /// (nobody, when every name is taken).
+    fn tell_newcomer(
+        &mut self,
+        names: &[&str],
+        channel: &'static str,
+        script: Script,
+        text: String,
+        at: impl FnOnce(&World) -> i64,
+    ) {
+        let used: Vec<&str> = self.people.iter().map(|p| p.name.as_str()).collect();
+        let Some(name) = names.iter().find(|n| !used.contains(n)) else {
+            return;
+        };
+        self.people.push(Someone {
+            name: name.to_string(),
+            channel,
+            script,
+        });
+        let at = at(self);
+        self.stretches.push(Stretch {
+            trouble: None,
+            told: vec![Told {
+                at,
+                who: self.people.len() - 1,
+                text,
+            }],
+        });
     }
 
     fn troubles(&self) -> impl Iterator<Item = &Trouble> {

@@ -839,15 +839,6 @@ fn run(case: &Case) -> Result<String> {
     Ok(out)
 }
 
-fn trouble_finding(played: &Played) -> Option<Finding> {
-    played.trouble().map(|trouble| {
-        Finding::unfinished(
-            format!("{}: {trouble}", played.batch.name()),
-            played.batch.seed,
-        )
-    })
-}
-
 /// The first scenario whose `judge` finds something, with how many things
 /// it found over all of them.
 fn first(
@@ -857,7 +848,7 @@ fn first(
 ) -> (usize, Option<Finding>) {
     first_found(
         played,
-        trouble_finding,
+        Played::trouble,
         |p| (p.batch.name(), p.batch.seed),
         judge,
         what,

@@ -1035,16 +1035,9 @@ fn run(case: &Case) -> Result<String> {
 /// The first scenario whose `judge` finds something, with how many things
 /// it found over all of them.
 fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) -> Option<Finding> {
-    let unfinished = |p: &Played| {
-        let trouble = p.trouble()?;
-        Some(Finding::unfinished(
-            format!("{}: {trouble}", p.batch.name()),
-            p.batch.seed,
-        ))
-    };
     first_found(
         played,
-        unfinished,
+        Played::trouble,
         |p| (p.batch.name(), p.batch.seed),
         judge,
         what,

@@ -1193,16 +1193,9 @@ fn malformed_lines(played: &Played) -> Vec<String> {
 }
 
 fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) -> Option<Finding> {
-    let unfinished = |p: &Played| {
-        let trouble = p.trouble()?;
-        Some(Finding::unfinished(
-            format!("{}: {trouble}", p.batch.name()),
-            p.batch.seed,
-        ))
-    };
     first_found(
         played,
-        unfinished,
+        Played::trouble,
         |p| (p.batch.name(), p.batch.seed),
         judge,
         what,

@@ -73,11 +73,11 @@ impl Finding {
 
 /// The first of `played` whose `judge` finds something, with how many
 /// things it found over all of them (`"{total} {what}"`), and that total;
-/// a scenario the case did not finish is the finding as soon as it comes.
-/// `named` gives a scenario's name and seed.
+/// a scenario the case did not finish (`trouble` says how) is the finding
+/// as soon as it comes. `named` gives a scenario's name and seed.
 pub fn first_found<P>(
     played: &[P],
-    unfinished: impl Fn(&P) -> Option<Finding>,
+    trouble: impl Fn(&P) -> Option<String>,
     named: impl Fn(&P) -> (String, Option<u64>),
     judge: impl Fn(&P) -> Vec<String>,
     what: &str,
@@ -85,8 +85,12 @@ pub fn first_found<P>(
     let mut total = 0;
     let mut found = None;
     for p in played {
-        if let Some(f) = unfinished(p) {
-            return (total, Some(f));
+        if let Some(trouble) = trouble(p) {
+            let (name, seed) = named(p);
+            return (
+                total,
+                Some(Finding::unfinished(format!("{name}: {trouble}"), seed)),
+            );
         }
         let lines = judge(p);
         total += lines.len();
