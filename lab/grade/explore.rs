@@ -1317,6 +1317,13 @@ fn refused(model: &FaultModel, history: &History) -> Vec<String> {
         .filter(|e| of_request(e, Kind::Error))
         .filter(|e| !committed.contains(&(e.process, e.op.as_deref(), e.subject.as_deref())))
         .filter_map(|e| e.subject.clone())
+        // A request made again (its subject and more, e.g. "… (again)")
+        // that committed asks for what the refused one did: owed after all.
+        .filter(|r| {
+            !committed
+                .iter()
+                .any(|(_, _, s)| s.is_some_and(|s| s != r && s.starts_with(r.as_str())))
+        })
         .collect()
 }
 
