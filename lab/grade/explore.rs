@@ -1299,22 +1299,11 @@ fn disagreements(
 /// error and none of its commits reached the database: one that errs after
 /// its change committed is judged by what committed, not by its answer.
 fn refused(model: &FaultModel, history: &History) -> Vec<String> {
-    let of_request = |e: &&Event, kind: Kind| {
-        e.kind == kind
-            && e.op
-                .as_deref()
-                .is_some_and(|op| model.requests.contains(&op))
-    };
-    let committed: Vec<(u32, Option<&str>, Option<&str>)> = history
-        .events
-        .iter()
-        .filter(|e| of_request(e, Kind::Commit))
-        .map(|e| (e.process, e.op.as_deref(), e.subject.as_deref()))
-        .collect();
-    history
-        .events
-        .iter()
-        .filter(|e| of_request(e, Kind::Error))
+    let committed: Vec<(u32, Option<&str>, Option<&str>)> =
+        of_requests(model, &history.events, Kind::Commit)
+            .map(|e| (e.process, e.op.as_deref(), e.subject.as_deref()))
+            .collect();
+    of_requests(model, &history.events, Kind::Error)
         .filter(|e| !committed.contains(&(e.process, e.op.as_deref(), e.subject.as_deref())))
         .filter_map(|e| e.subject.clone())
         // A request made again (its subject and more, e.g. "… (again)")
@@ -1342,15 +1331,24 @@ fn requested_after_fault(model: &FaultModel, history: &History) -> Vec<String> {
     let Some(struck) = struck else {
         return Vec::new();
     };
-    history.events[struck..]
-        .iter()
-        .filter(|e| e.kind == Kind::Commit)
-        .filter(|e| {
-            e.op.as_deref()
-                .is_some_and(|op| model.requests.contains(&op))
-        })
+    of_requests(model, &history.events[struck..], Kind::Commit)
         .filter_map(|e| e.subject.clone())
         .collect()
+}
+
+/// The events of `kind` that operations taking a request from outside
+/// (see [`FaultModel::requests`]) left among `events`.
+fn of_requests<'a>(
+    model: &'a FaultModel,
+    events: &'a [Event],
+    kind: Kind,
+) -> impl Iterator<Item = &'a Event> {
+    events.iter().filter(move |e| {
+        e.kind == kind
+            && e.op
+                .as_deref()
+                .is_some_and(|op| model.requests.contains(&op))
+    })
 }
 
 /// The reference's fate in a fault-free run of each scenario, cached next to

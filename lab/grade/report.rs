@@ -59,8 +59,8 @@ pub struct Finding {
 
 impl Finding {
     /// A scenario the case did not finish (it hung, panicked, or stopped
-    /// where no fault was planned): `scenario` names it, `trouble` says
-    /// what happened.
+    /// where no fault was planned): `scenario` names it and says what
+    /// happened.
     pub fn unfinished(scenario: String, seed: Option<u64>) -> Finding {
         Finding {
             evidence: "the case did not finish".to_string(),
