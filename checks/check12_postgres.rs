@@ -21,7 +21,7 @@ use anyhow::Result;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::fleet::{RelayPlan, Request};
-use lab::fleet_runner::{play, Kill, Play, Played};
+use lab::fleet_runner::{play, Hang, Kill, Play, Played};
 use lab::report::Verdict;
 use lab::rng::Rng;
 use lab::runner::Case;
@@ -63,6 +63,19 @@ const KILL_ROWS: u32 = 2000;
 const KILL_RELAYS: u32 = 4;
 /// Kills in a kill play.
 const KILLS: usize = 4;
+/// Hung sends in a kill play, each in a relay of its own: the provider
+/// holds the send until another relay sends to the same recipient (so,
+/// past the sweep's threshold), or for `HANG_MAX_MS`.
+const HANGS: usize = 2;
+const HANG_MAX_MS: u64 = STALE_AFTER_MS + 2500;
+/// When a hung send may begin, in ms after the relays start: once the
+/// outage is over, while rows still wait, so that the rows it held are
+/// taken over by relays the provider answers.
+const HANG_FROM_MS: (u64, u64) = (
+    OUTAGE_FROM_MS + OUTAGE_MS + 500,
+    OUTAGE_FROM_MS + OUTAGE_MS + 1300,
+);
+
 /// Real time a send takes in the speed plays, in ms: far more than the
 /// relay's own work on a row, as a real provider's hundreds of ms are.
 const SEND_MS: u64 = 20;
@@ -121,6 +134,8 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         outage_from_ms: if slow { OUTAGE_FROM_MS } else { 0 },
         outage_ms: if slow { OUTAGE_MS } else { 0 },
         play_start_ms: 0,
+        hang_from_ms: 0,
+        hang_max_ms: HANG_MAX_MS,
     }
 }
 
@@ -129,6 +144,7 @@ fn speed_play(relays: u32) -> Play {
         rows: SPEED_ROWS * relays,
         relays,
         kills: Vec::new(),
+        hangs: Vec::new(),
         relay: relay_plan(u64::from(relays), false),
         limit: Duration::from_secs(60),
     }
@@ -144,10 +160,19 @@ fn kill_play(seed: u64) -> Play {
         })
         .collect();
     kills.sort_by_key(|k| k.at_ms);
+    let mut hangs: Vec<Hang> = Vec::new();
+    while hangs.len() < HANGS {
+        let relay = rng.between(1, u64::from(KILL_RELAYS)) as u32;
+        if hangs.iter().all(|h| h.relay != relay) {
+            let from_ms = rng.between(HANG_FROM_MS.0, HANG_FROM_MS.1);
+            hangs.push(Hang { relay, from_ms });
+        }
+    }
     Play {
         rows: KILL_ROWS,
         relays: KILL_RELAYS,
         kills,
+        hangs,
         relay: relay_plan(seed, true),
         limit: Duration::from_secs(90),
     }
@@ -167,6 +192,14 @@ fn describe(play: &Play) -> String {
             kill.relay,
             kill.at_ms as f64 / 1000.0,
             kill.down_ms as f64 / 1000.0
+        ));
+    }
+    for hang in &play.hangs {
+        text.push_str(&format!(
+            "; relay-{}'s first send after {:.2} s hangs until another relay sends to the same person (at most {:.1} s), then fails (503)",
+            hang.relay,
+            hang.from_ms as f64 / 1000.0,
+            play.relay.hang_max_ms as f64 / 1000.0
         ));
     }
     if play.relay.slow_one_in > 0 {
@@ -253,9 +286,33 @@ fn lost(played: &Played) -> Vec<String> {
         .collect()
 }
 
-/// Rows sent by a relay while another relay that had sent it earlier was
-/// still alive: (recipient, first relay, second relay, gap in ms).
+/// The hung sends of a play: in each, a relay was taken for dead though
+/// it still ran.
+fn hung_spells(played: &Played) -> Vec<&Request> {
+    played
+        .seen
+        .requests
+        .iter()
+        .filter(|r| r.hung_us > 0)
+        .collect()
+}
+
+/// A send a relay made after a hung send of its own, in the same call of
+/// the case's relay: the rest of the batch it was taken for dead with,
+/// which the sweep gave to others. The rules let it go out again (the key
+/// keeps it one message); its result must change nothing.
+fn late(spells: &[&Request], request: &Request) -> bool {
+    spells.iter().any(|hung| {
+        hung.relay == request.relay && hung.call == request.call && request.at_us > hung.at_us
+    })
+}
+
+/// Rows sent again, by any relay, after the provider had taken them from a
+/// relay that was still alive and not hung: (recipient, first relay,
+/// second relay, gap in ms). A relay's own late sends after a hung one are
+/// the rules' to allow.
 fn double_claims(played: &Played) -> Vec<(String, String, String, f64)> {
+    let spells = hung_spells(played);
     let mut by_row: HashMap<&str, Vec<&Request>> = HashMap::new();
     for r in &played.seen.requests {
         by_row.entry(&r.recipient).or_default().push(r);
@@ -264,17 +321,20 @@ fn double_claims(played: &Played) -> Vec<(String, String, String, f64)> {
     for (who, requests) in by_row {
         'row: for (i, a) in requests.iter().enumerate() {
             // A failed send hands the row back: another relay may retry it.
-            if failed(a) {
+            if failed(a) || late(&spells, a) {
                 continue;
             }
             for b in &requests[i + 1..] {
-                if a.relay == b.relay {
+                if late(&spells, b) {
                     continue;
                 }
+                let hung = spells.iter().any(|h| {
+                    h.relay == a.relay && h.at_us <= b.at_us && h.at_us + h.hung_us >= a.at_us
+                });
                 let alive = played
                     .life(&a.relay)
                     .is_some_and(|life| life.ended_us > b.at_us);
-                if alive {
+                if alive && !hung {
                     found.push((
                         who.to_string(),
                         a.relay.clone(),
@@ -448,19 +508,28 @@ fn judge_one_claim(plays: &Plays) -> Verdict {
     for (p, d, seed) in plays.all() {
         let doubles = double_claims(d);
         if let Some((who, a, b, gap)) = doubles.first() {
+            let again = |a: &str, b: &str| {
+                if a == b {
+                    format!("again by {b}, in a later claim,")
+                } else {
+                    format!("by {b}")
+                }
+            };
             let mut details = vec![format!(
-                "{who}: sent by {a}, then by {b} {gap:.1} ms later while {a} was still running"
+                "{who}: taken by the provider from {a}, then sent {} {gap:.1} ms later while {a} was still running",
+                again(a, b)
             )];
-            details.extend(
-                doubles.iter().skip(1).take(3).map(|(w, a, b, gap)| {
-                    format!("{w}: sent by {a}, then by {b} {gap:.1} ms later")
-                }),
-            );
+            details.extend(doubles.iter().skip(1).take(3).map(|(w, a, b, gap)| {
+                format!(
+                    "{w}: taken from {a}, then sent {} {gap:.1} ms later",
+                    again(a, b)
+                )
+            }));
             return with_seed(
                 Verdict::fail(
                     ONE_CLAIM,
                     format!(
-                        "{} of {} rows sent by two live relays",
+                        "{} of {} rows sent again while the relay the provider took them from still ran",
                         doubles.len(),
                         p.rows
                     ),
@@ -474,7 +543,10 @@ fn judge_one_claim(plays: &Plays) -> Verdict {
     let sends = plays.all().count();
     Verdict::pass(
         ONE_CLAIM,
-        format!("in {sends} plays, a row was sent again only after its first relay was killed"),
+        format!(
+            "in {sends} plays, a row was sent again only after the relay it was taken from was killed, or hung past the sweep's threshold ({} sends hung)",
+            plays.all().map(|(_, d, _)| hung_spells(d).len()).sum::<usize>()
+        ),
     )
 }
 
@@ -622,6 +694,7 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
         .filter(|l| l.killed)
         .map(|l| l.ended_us)
         .collect();
+    let spells = hung_spells(played);
     let mut by_row: HashMap<&str, Vec<&Request>> = HashMap::new();
     for r in &played.seen.requests {
         by_row.entry(&r.recipient).or_default().push(r);
@@ -640,13 +713,15 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
             .count();
         let refused = requests.iter().any(|r| r.answer == "rejected");
         // A kill between a row's first and last request may have lost a
-        // result the provider had already given: only the end is judged.
+        // result the provider had already given, and a hung relay's late
+        // sends are tries whose results the rules drop: only the end is
+        // judged.
         let disturbed = match (requests.first(), requests.last()) {
             (Some(first), Some(last)) => kills
                 .iter()
                 .any(|&k| k >= first.at_us && k <= last.at_us + 1000),
             _ => false,
-        };
+        } || requests.iter().any(|r| r.hung_us > 0 || late(&spells, r));
         if !disturbed {
             let mut so_far = 0;
             for pair in requests.windows(2) {

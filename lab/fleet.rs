@@ -86,6 +86,16 @@ pub struct RelayPlan {
     /// the outage is timed from it, whatever life a relay is in.
     #[serde(default)]
     pub play_start_ms: u64,
+    /// The relay's first send this many ms or more after the play's start
+    /// hangs (0: none): the provider holds it unanswered until another
+    /// relay sends to the same recipient, or for `hang_max_ms`, and then
+    /// answers a 503 (nothing delivered). A relay hung past the sweep's
+    /// threshold is taken for dead while it still runs: its late answer
+    /// and the rest of its batch come after its rows were given to others.
+    #[serde(default)]
+    pub hang_from_ms: u64,
+    #[serde(default)]
+    pub hang_max_ms: u64,
 }
 
 /// A case process's orders: which play, and its duty there.
@@ -130,6 +140,14 @@ pub struct Request {
     /// sent) or `rejected` (refused for good).
     #[serde(default)]
     pub answer: String,
+    /// How long the provider held this request before it answered, in µs,
+    /// when it hung ([`RelayPlan::hang_from_ms`]); 0 otherwise.
+    #[serde(default)]
+    pub hung_us: i64,
+    /// Which call of the case's `relay` in this relay process made it,
+    /// from 1: the sends of one call are the batch of one claim.
+    #[serde(default)]
+    pub call: i32,
 }
 
 /// Something a relay process did that the story tells.

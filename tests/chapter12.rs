@@ -172,6 +172,7 @@ mod on_postgres {
         ("no-sweep", "PASS FAIL PASS ? PASS ? ?"),
         ("sweep-ignores-age", "PASS PASS FAIL ? PASS ? ?"),
         ("sweep-too-soon", "PASS PASS FAIL ? PASS ? ?"),
+        ("fence-on-status-only", "PASS PASS FAIL ? PASS ? ?"),
         ("fresh-key", "FAIL PASS PASS ? PASS PASS ?"),
         ("no-key", "FAIL PASS PASS ? PASS PASS ?"),
         ("sent-at-claim", "PASS FAIL PASS ? PASS ? ?"),

@@ -44,7 +44,9 @@ const WORLD_SCHEMA: &str = "
         delivered  BOOLEAN NOT NULL,
         answer     TEXT NOT NULL,
         connection TEXT NOT NULL,
-        at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+        at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+        hung_us    BIGINT NOT NULL DEFAULT 0,
+        call       INTEGER NOT NULL
     );
     CREATE TABLE notes (
         seq   BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -72,12 +74,17 @@ const REQUEST: &str = "
         ON CONFLICT DO NOTHING
         RETURNING key
     )
-    INSERT INTO requests (recipient, key, relay, delivered, answer, connection)
+    INSERT INTO requests (recipient, key, relay, delivered, answer, connection, call)
     VALUES ($2, $1::text, $3,
             $5::text = 'ok' AND ($1::text IS NULL OR EXISTS (SELECT 1 FROM fresh)),
             $5::text,
-            coalesce((SELECT state FROM pg_stat_activity WHERE pid = $4), 'gone'))
+            coalesce((SELECT state FROM pg_stat_activity WHERE pid = $4), 'gone'),
+            $6)
+    RETURNING seq
 ";
+
+/// How often a hung send looks for another relay's send of its recipient.
+const HANG_POLL: Duration = Duration::from_millis(1);
 
 /// Opens a connection to the server in `DATABASE_URL`, with `search_path`
 /// set to `schema` when given.
@@ -113,6 +120,10 @@ pub struct Email {
     backend: i32,
     plan: RelayPlan,
     rng: Mutex<Rng>,
+    /// This life's hung send has been made.
+    hung: std::sync::atomic::AtomicBool,
+    /// Calls of the case's `relay` so far in this life.
+    calls: std::sync::atomic::AtomicI32,
 }
 
 impl Email {
@@ -136,10 +147,8 @@ impl Email {
             .next()
             .and_then(|n| n.parse().ok())
             .unwrap_or(1);
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let from = self.plan.play_start_ms + self.plan.outage_from_ms;
+        let now_ms = play_ms(&self.plan);
+        let from = self.plan.outage_from_ms;
         if self.plan.outage_ms > 0 && now_ms >= from && now_ms < from + self.plan.outage_ms {
             return Err(SendError::Unavailable(
                 "503 service unavailable: the provider is down".to_string(),
@@ -164,6 +173,12 @@ impl Email {
     }
 
     fn request(&self, key: Option<&str>, to: &str, _body: &str) -> Result<(), SendError> {
+        if self.plan.hang_from_ms > 0
+            && play_ms(&self.plan) >= self.plan.hang_from_ms
+            && !self.hung.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return self.hang(key, to);
+        }
         let answer = self.answer(to);
         let said = match &answer {
             Ok(()) => "ok",
@@ -171,7 +186,10 @@ impl Email {
             Err(_) => "unavailable",
         };
         crate::db::lock(&self.observer)
-            .execute(REQUEST, &[&key, &to, &self.relay, &self.backend, &said])
+            .query_one(
+                REQUEST,
+                &[&key, &to, &self.relay, &self.backend, &said, &self.call()],
+            )
             .context("the provider could not record the send")?;
         let slow = self.plan.slow_one_in > 0
             && crate::db::lock(&self.rng).between(0, u64::from(self.plan.slow_one_in) - 1) == 0;
@@ -183,6 +201,66 @@ impl Email {
         std::thread::sleep(Duration::from_millis(ms));
         answer
     }
+
+    /// Which call of the case's `relay` this is, from 1.
+    fn call(&self) -> i32 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A send the provider holds unanswered until another relay sends to
+    /// `to`, or for `hang_max_ms`; then a 503, nothing delivered.
+    fn hang(&self, key: Option<&str>, to: &str) -> Result<(), SendError> {
+        let began = Instant::now();
+        let mut observer = crate::db::lock(&self.observer);
+        let seq: i64 = observer
+            .query_one(
+                REQUEST,
+                &[
+                    &key,
+                    &to,
+                    &self.relay,
+                    &self.backend,
+                    &"unavailable",
+                    &self.call(),
+                ],
+            )
+            .context("the provider could not record the send")?
+            .get(0);
+        let limit = Duration::from_millis(self.plan.hang_max_ms);
+        while began.elapsed() < limit {
+            let taken: bool = observer
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM requests
+                                     WHERE recipient = $1 AND relay <> $2 AND seq > $3)",
+                    &[&to, &self.relay, &seq],
+                )
+                .context("the provider could not look at its requests")?
+                .get(0);
+            if taken {
+                break;
+            }
+            std::thread::sleep(HANG_POLL);
+        }
+        let hung = began.elapsed();
+        observer
+            .execute(
+                "UPDATE requests SET hung_us = $2 WHERE seq = $1",
+                &[&seq, &(hung.as_micros() as i64)],
+            )
+            .context("the provider could not record the send")?;
+        Err(SendError::Unavailable(format!(
+            "503 service unavailable: no answer for {:.1} s",
+            hung.as_secs_f64()
+        )))
+    }
+}
+
+/// Ms since the play's relays first started.
+fn play_ms(plan: &RelayPlan) -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+        .saturating_sub(plan.play_start_ms)
 }
 
 /// The case's relay: claims some rows, sends them, marks them; returns how
@@ -272,6 +350,8 @@ fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> R
         backend,
         plan: plan.clone(),
         rng: Mutex::new(Rng::new(plan.seed)),
+        hung: Default::default(),
+        calls: Default::default(),
     };
     let note = |what: &str, text: &str| -> Result<()> {
         crate::db::lock(&email.observer)
@@ -311,6 +391,9 @@ fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> R
                 note("error", &format!("sweep: {err:#}"))?;
             }
         }
+        email
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let claimed = match relay(&mut db, &email, &plan.me) {
             Ok(n) => n,
             Err(err) => {
@@ -374,7 +457,7 @@ fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
     let requests = db
         .query(
             &format!(
-                "SELECT recipient, key, relay, delivered, connection, {at}, answer FROM {world}.requests ORDER BY seq"
+                "SELECT recipient, key, relay, delivered, connection, {at}, answer, hung_us, call FROM {world}.requests ORDER BY seq"
             ),
             &[],
         )?
@@ -387,6 +470,8 @@ fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
             connection: r.get(4),
             at_us: r.get(5),
             answer: r.get(6),
+            hung_us: r.get(7),
+            call: r.get(8),
         })
         .collect();
     let notes = db

@@ -30,13 +30,24 @@ pub struct Kill {
     pub down_ms: u64,
 }
 
-/// One play: an outbox of `rows` rows, `relays` relay processes, and the
-/// kills.
+/// A send that hangs, in each life of a relay (see
+/// [`RelayPlan::hang_from_ms`]).
+#[derive(Clone, Debug)]
+pub struct Hang {
+    /// Which relay, from 1.
+    pub relay: u32,
+    /// Its first send this many ms or more after the relays began.
+    pub from_ms: u64,
+}
+
+/// One play: an outbox of `rows` rows, `relays` relay processes, the
+/// kills and the hung sends.
 #[derive(Clone, Debug)]
 pub struct Play {
     pub rows: u32,
     pub relays: u32,
     pub kills: Vec<Kill>,
+    pub hangs: Vec<Hang>,
     /// Every relay's plan but its name and start: the provider's speed,
     /// the sweep's settings.
     pub relay: RelayPlan,
@@ -254,6 +265,11 @@ fn relay(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         plan.play_start_ms = (began_us / 1000) as u64;
+        plan.hang_from_ms = play
+            .hangs
+            .iter()
+            .find(|h| me.split('.').next() == Some(format!("relay-{}", h.relay).as_str()))
+            .map_or(0, |h| h.from_ms);
         orders(Duty::Relay(plan))
     };
     let mut running = Running {
