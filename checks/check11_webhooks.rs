@@ -165,6 +165,9 @@ struct Batch {
     /// How the email provider takes the sends: down for a while, or one
     /// address it refuses, rate-limits or fails a few times.
     provider: ProviderScript,
+    /// A deploy: the process stops at this moment and a new one carries
+    /// on, waking the dispatcher at once, between whole minutes.
+    deploy: Option<i64>,
     end: i64,
 }
 
@@ -404,6 +407,7 @@ impl Batch {
             rounds: vec![at(5, 45)],
             outage: None,
             provider: ProviderScript::default(),
+            deploy: None,
             end: 7 * MINUTE,
         }
     }
@@ -451,6 +455,7 @@ impl Batch {
             rounds: vec![at(6, 45)],
             outage: Some((at(1, 35), at(4, 0))),
             provider: ProviderScript::default(),
+            deploy: None,
             end: 9 * MINUTE,
         }
     }
@@ -704,6 +709,41 @@ impl Batch {
             });
         }
         hooks.sort_by_key(|h| h.at);
+        // A deploy, whose new process wakes the dispatcher at once, between
+        // two whole minutes. When the provider fails an address a few times
+        // or asks it to wait, inside the wait after its first or second
+        // failure, where only the backoff or the Retry-After keeps the new
+        // process from trying again; otherwise, half the time, at any
+        // moment. From a stream of its own.
+        let mut deploying = Rng::new(seed ^ 0x1111_de91_0e00);
+        let waits: Vec<(&String, Vec<i64>)> = provider
+            .flaky
+            .iter()
+            .map(|(to, _)| (to, vec![5, 30]))
+            .chain(
+                provider
+                    .rate_limited
+                    .iter()
+                    .map(|(to, _, s)| (to, vec![*s])),
+            )
+            .collect();
+        let queued = |to: &String| messages.iter().find(|m| &m.to == to).map(|m| m.at);
+        let deploy = match waits.first().and_then(|(to, w)| Some((queued(to)?, w))) {
+            Some((queued, waits)) => {
+                // Tried at the first whole minute, then at each one after
+                // its wait.
+                let tried = (queued + MINUTE - 1).div_euclid(MINUTE) * MINUTE;
+                let k = deploying.between(0, waits.len() as u64 - 1) as usize;
+                let failed = tried + k as i64 * MINUTE;
+                Some(failed + deploying.between(1, waits[k] as u64 - 1) as i64 * SECOND)
+            }
+            None => (deploying.between(0, 1) == 0).then(|| {
+                at(
+                    deploying.between(1, 11) as i64,
+                    deploying.between(1, 59) as i64,
+                )
+            }),
+        };
         Batch {
             seed: Some(seed),
             title: "",
@@ -712,6 +752,7 @@ impl Batch {
             rounds: vec![at(12, 45), at(16, 45), at(17, 45)],
             outage,
             provider,
+            deploy,
             end: 19 * MINUTE,
         }
     }
@@ -741,39 +782,56 @@ impl Batch {
         steps
     }
 
-    fn steps(&self) -> Vec<Step> {
-        let mut due: Vec<(i64, Step)> = Vec::new();
+    /// The steps of each process in turn: one, or two around the deploy.
+    fn steps(&self) -> Vec<Vec<Step>> {
+        // `None`: the deploy.
+        let mut due: Vec<(i64, Option<Step>)> = Vec::new();
         for m in &self.messages {
             let input = serde_json::json!({ "id": m.id, "to": m.to, "text": m.text() });
-            due.push((m.at, Step::with("enqueue", input, &m.id)));
+            due.push((m.at, Some(Step::with("enqueue", input, &m.id))));
         }
         for h in &self.hooks {
-            due.push((h.at, h.delivery().step(ENDPOINT)));
+            due.push((h.at, Some(h.delivery().step(ENDPOINT))));
         }
         for &r in &self.rounds {
-            due.push((r, webhook::redeliver(ENDPOINT)));
+            due.push((r, Some(webhook::redeliver(ENDPOINT))));
+        }
+        if let Some(at) = self.deploy {
+            due.push((at, None));
         }
         due.sort_by_key(|(at, _)| *at);
+        let mut processes = Vec::new();
         let mut steps = Vec::new();
         let mut now = 0;
         for (at, step) in due {
             steps.extend(Batch::pass(now, at));
             now = now.max(at);
-            steps.push(step);
+            match step {
+                Some(step) => steps.push(step),
+                None => {
+                    processes.push(std::mem::take(&mut steps));
+                    steps.push(Step::new("dispatch"));
+                }
+            }
         }
         steps.extend(Batch::pass(now, self.end));
-        steps
+        processes.push(steps);
+        processes
     }
 
     fn plans(&self, dir: &Path) -> Vec<Plan> {
-        vec![Plan {
-            dir: dir.to_path_buf(),
-            process: 1,
-            steps: self.steps(),
-            provider: self.provider.clone(),
-            seed: self.seed.unwrap_or(0),
-            ..Plan::default()
-        }]
+        self.steps()
+            .into_iter()
+            .zip(1..)
+            .map(|(steps, process)| Plan {
+                dir: dir.to_path_buf(),
+                process,
+                steps,
+                provider: self.provider.clone(),
+                seed: self.seed.unwrap_or(0),
+                ..Plan::default()
+            })
+            .collect()
     }
 
     /// The genuine events, each once.
@@ -1368,6 +1426,12 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
         name: "an address delivered to after its bounce or complaint, then emailed again",
         reached: delivered_after_suppressed,
     },
+    // Chapter 5's backoff holds whenever the dispatcher wakes, not only on
+    // the whole minutes of its schedule.
+    Dimension {
+        name: "a deploy whose new process wakes between whole minutes, after a failed send",
+        reached: |b| b.deploy.is_some() && !b.provider.flaky.is_empty(),
+    },
 ];
 
 /// Whether some address has a genuine delivery that happened after its
@@ -1550,6 +1614,12 @@ impl Explorer for Generated {
 
     fn shrink(&self, batch: &Batch) -> Vec<Batch> {
         let mut smaller = Vec::new();
+        if batch.deploy.is_some() {
+            smaller.push(Batch {
+                deploy: None,
+                ..batch.clone()
+            });
+        }
         if batch.provider != ProviderScript::default() {
             smaller.push(Batch {
                 provider: ProviderScript::default(),
@@ -1636,6 +1706,12 @@ impl Explorer for Generated {
         }
         for (to, n) in &p.flaky {
             text.push_str(&format!("; provider fails {to} {n}x"));
+        }
+        if let Some(at) = batch.deploy {
+            text.push_str(&format!(
+                "; a deploy at {} (the new process wakes the dispatcher at once)",
+                clock(at)
+            ));
         }
         text
     }
