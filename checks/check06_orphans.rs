@@ -50,7 +50,7 @@ use lab::explore::{
     Run,
 };
 use lab::history::{answer_kind, read_outbox, read_pairs, History, Queued};
-use lab::report::{judge, Finding};
+use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
@@ -389,16 +389,21 @@ impl Batch {
             });
         }
         // The long batch's second dispatcher shares the first one's host
-        // name when the late one does: a renewal must be fenced by more
-        // than the name.
-        scenarios.push(Scenario {
-            same_host: self.same_host,
+        // name when the late one does, and in the chapter's batch both
+        // ways, as every race there: a renewal must be fenced by more than
+        // the name.
+        let long = |same_host| Scenario {
+            same_host,
             ..scenario(
                 What::LongBatch,
                 self.long.clone(),
                 (held as i64 + 1) * self.send,
             )
-        });
+        };
+        scenarios.push(long(self.same_host));
+        if all && !self.same_host {
+            scenarios.push(long(true));
+        }
         let mut poison = scenario(What::Poison, one(), POISON_RUN);
         poison.refused = self.people.get(1).cloned();
         scenarios.push(poison);
@@ -791,16 +796,13 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         ..answer
     };
     let slow = if scenario.what == What::LongBatch {
-        // Every send takes 100 s of the service's time. The last row's send
-        // is the one dispatcher 2 starts on: it is announced, and answers
-        // once dispatcher 2 has run its schedule, sweeps included.
-        let last = scenario.people.get(scenario.held).map(Person::recipient);
+        // Every send takes 100 s of the service's time. The batch's last
+        // send, whichever row it carries, is the one dispatcher 2 starts
+        // on: it is announced, and answers once dispatcher 2 has run its
+        // schedule, sweeps included.
         ProviderScript {
             sim_latency_ms: scenario.send,
-            hold_each: last
-                .into_iter()
-                .map(|r| (r, vec![Moment::Ended(SECOND_RELAY)]))
-                .collect(),
+            hold_nth: Some((scenario.held as u32 + 1, vec![Moment::Ended(SECOND_RELAY)])),
             hold_limit_ms,
             ..ProviderScript::default()
         }
@@ -899,6 +901,11 @@ fn ended(dir: &Path, process: u32, exit: Result<Exit>) -> Result<Exit> {
 /// its run, or the middle of its own send of the row). The holds make sure
 /// of it whenever dispatcher 1 sends the row at 0:00.
 fn arranged(what: What, span: i64, recipient: &str, history: &History) -> bool {
+    // Every row of the batch waits for its own turn on the clock, in
+    // whatever order dispatcher 1 sends them.
+    if what == What::LongBatch {
+        return history.deliveries.iter().any(|d| d.process == FIRST);
+    }
     let attempts: Vec<&Delivery> = history
         .deliveries
         .iter()
@@ -918,8 +925,6 @@ fn arranged(what: What, span: i64, recipient: &str, history: &History) -> bool {
                 Some(r) => first < r && attempts[first].at_ms >= attempts[r].at_ms,
             }
         }
-        // Every row of the batch waits for its own turn on the clock.
-        What::LongBatch => true,
         _ => attempts[first].at_ms >= span,
     }
 }
@@ -1013,8 +1018,28 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let (played, explored) = (played?, explored?);
     let processes: usize = played.iter().map(|p| p.exits.len()).sum();
     let of = |what: What| played.iter().filter(move |p| p.scenario.what == what);
-
     let orphans: usize = of(What::Crash).map(|p| p.scenario.people.len()).sum();
+    let mut verdicts = vec![judge(
+        EVENTUALLY,
+        format!(
+            "{orphans} orphans delivered, {} poison rows FAILED after {ATTEMPTS} attempts",
+            of(What::Poison).count()
+        ),
+        of(What::Crash).chain(of(What::Poison)).find_map(eventually),
+    )];
+    verdicts.extend(race_verdicts(&played, ""));
+    verdicts.extend(explored.verdicts);
+    Ok(Checked {
+        verdicts,
+        processes: processes + explored.processes,
+    })
+}
+
+/// Chapter 6's two verdicts on its races, each property's name after
+/// `prefix`: no live send swept (the slow send, the long batch), and no late
+/// answer changing anything (the late ones, the long batch).
+fn race_verdicts(played: &[Played], prefix: &str) -> [Verdict; 2] {
+    let of = |what: What| played.iter().filter(move |p| p.scenario.what == what);
     let batches = of(What::LongBatch).count();
     let handed_on: usize = of(What::LongBatch)
         .map(|p| {
@@ -1030,17 +1055,9 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         })
         .sum();
     let late = || of(What::LateAfter).chain(of(What::LateDuring));
-    let mut verdicts = vec![
+    [
         judge(
-            EVENTUALLY,
-            format!(
-                "{orphans} orphans delivered, {} poison rows FAILED after {ATTEMPTS} attempts",
-                of(What::Poison).count()
-            ),
-            of(What::Crash).chain(of(What::Poison)).find_map(eventually),
-        ),
-        judge(
-            LIVE,
+            &format!("{prefix}{LIVE}"),
             format!(
                 "{} slow sends and {batches} long batches left alone",
                 of(What::Slow).count()
@@ -1048,7 +1065,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
             of(What::Slow).chain(of(What::LongBatch)).find_map(live),
         ),
         judge(
-            LATE,
+            &format!("{prefix}{LATE}"),
             format!(
                 "{} of {} rows handed on, none changed by the late answer; {handed_on} rows of {batches} long batches handed on, none sent again",
                 late().filter(|p| p.handed_on()).count(),
@@ -1056,12 +1073,35 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
             ),
             late().chain(of(What::LongBatch)).find_map(late_finding),
         ),
-    ];
-    verdicts.extend(explored.verdicts);
-    Ok(Checked {
-        verdicts,
-        processes: processes + explored.processes,
-    })
+    ]
+}
+
+/// Chapter 6's races, played on the case of a later chapter whose service
+/// keeps chapter 6's operations and people (chapters 7 and 8): a slow
+/// send, late answers, and a long batch whose second dispatcher sweeps
+/// while the first still sends. A fence, a renewal or a dispatcher's name
+/// matters only when two dispatchers overlap, so every later chapter plays
+/// them again. Returns chapter 6's two verdicts on them, and the processes
+/// played.
+pub(crate) fn races(case: &Case, seeds: &[u64]) -> Result<(Vec<Verdict>, usize)> {
+    let case = &case.patient(PATIENCE);
+    let mut scenarios = Batch::chapter().scenarios(true);
+    for &seed in seeds {
+        scenarios.extend(Batch::random(seed).scenarios(false));
+    }
+    scenarios.retain(|s| !matches!(s.what, What::Crash | What::Poison));
+    let played = std::thread::scope(|scope| {
+        let running: Vec<_> = scenarios
+            .iter()
+            .map(|s| scope.spawn(move || play(case, s)))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| h.join().expect("a scenario thread does not panic"))
+            .collect::<Result<Vec<Played>>>()
+    })?;
+    let processes = played.iter().map(|p| p.exits.len()).sum();
+    Ok((race_verdicts(&played, "chapter 6: ").to_vec(), processes))
 }
 
 fn trouble_finding(played: &Played) -> Option<Finding> {
@@ -1362,13 +1402,30 @@ fn live_batch(played: &Played) -> Option<Finding> {
     // no later than dispatcher 1's.
     // Dispatcher 2 has ended before dispatcher 1 moves past the held row:
     // the rows after it were never being sent while dispatcher 2 ran.
+    // The rows in the order dispatcher 1 sent them, whatever order that is.
+    let mut order: Vec<(&Person, i64)> = people
+        .iter()
+        .filter_map(|p| {
+            let first = played
+                .attempts(p)
+                .into_iter()
+                .find(|d| d.process == FIRST)?;
+            Some((p, first.at_ms))
+        })
+        .collect();
+    order.sort_by_key(|(_, at)| *at);
     let held = played.scenario.held;
-    let (k, p) = people.iter().enumerate().take(held + 1).find(|(_, p)| {
-        let attempts = played.attempts(p);
-        let first = attempts.iter().find(|d| d.process == FIRST);
-        let second = attempts.iter().find(|d| d.process == SECOND_RELAY);
-        matches!((first, second), (Some(f), Some(s)) if s.at_ms <= f.at_ms)
-    })?;
+    let (k, p) = order
+        .iter()
+        .map(|(p, _)| *p)
+        .enumerate()
+        .take(held + 1)
+        .find(|(_, p)| {
+            let attempts = played.attempts(p);
+            let first = attempts.iter().find(|d| d.process == FIRST);
+            let second = attempts.iter().find(|d| d.process == SECOND_RELAY);
+            matches!((first, second), (Some(f), Some(s)) if s.at_ms <= f.at_ms)
+        })?;
     let attempts = played.attempts(p);
     let resent = attempts.iter().find(|d| d.process == SECOND_RELAY)?;
     let first = attempts.iter().find(|d| d.process == FIRST)?;

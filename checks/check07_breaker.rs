@@ -782,17 +782,25 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         judge(LONE, &[quiet], lone),
     ];
     let reference = options.reference.as_ref().map(|r| r.patient(PATIENCE));
-    let explored = explore(
-        &Generated,
-        "07",
-        &case.patient(PATIENCE),
-        reference.as_ref(),
-        options.budget,
-    )?;
+    // Chapter 6's races spend their time asleep: they run beside the
+    // exploring.
+    let (explored, raced) = std::thread::scope(|scope| {
+        let racing = scope.spawn(|| super::check06_orphans::races(case, &options.seeds));
+        let explored = explore(
+            &Generated,
+            "07",
+            &case.patient(PATIENCE),
+            reference.as_ref(),
+            options.budget,
+        );
+        (explored, racing.join().expect("racing does not panic"))
+    });
+    let (explored, (raced, racers)) = (explored?, raced?);
     verdicts.extend(explored.verdicts.into_iter().map(followed));
+    verdicts.extend(raced);
     Ok(Checked {
         verdicts,
-        processes: played.len() + explored.processes,
+        processes: played.len() + explored.processes + racers,
     })
 }
 

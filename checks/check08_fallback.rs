@@ -897,14 +897,22 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         crash_verdict(chapter, &played[0], &crashes),
         judge(DEADLINE, &[(&outage, &outage_played)], deadline),
     ];
-    let explored = explore(
-        &Generated,
-        "08",
-        case,
-        options.reference.as_ref(),
-        options.budget,
-    )?;
+    // Chapter 6's races spend their time asleep: they run beside the
+    // exploring.
+    let (explored, raced) = std::thread::scope(|scope| {
+        let racing = scope.spawn(|| super::check06_orphans::races(case, &options.seeds));
+        let explored = explore(
+            &Generated,
+            "08",
+            case,
+            options.reference.as_ref(),
+            options.budget,
+        );
+        (explored, racing.join().expect("racing does not panic"))
+    });
+    let (explored, (raced, racers)) = (explored?, raced?);
     verdicts.extend(explored.verdicts);
+    verdicts.extend(raced);
     let processes: usize = played
         .iter()
         .chain(crashes.iter().map(|c| &c.played))
@@ -914,7 +922,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .sum();
     Ok(Checked {
         verdicts,
-        processes: processes + explored.processes,
+        processes: processes + explored.processes + racers,
     })
 }
 

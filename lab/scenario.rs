@@ -126,6 +126,14 @@ pub struct ProviderScript {
     /// ([`Moment::Sending`]) whatever [`ProviderScript::announce`] says.
     #[serde(default)]
     pub hold_each: Vec<(String, Vec<Moment>)>,
+    /// (n, moments): the process's nth send, over all its providers,
+    /// counted from 1 among the sends [`ProviderScript::hold_op`] holds,
+    /// whatever its recipient, answers only once one of these moments has happened, and
+    /// is announced; it takes precedence over the rest of the holds. A race
+    /// about the last send of a batch holds it in whatever order the batch
+    /// goes out.
+    #[serde(default)]
+    pub hold_nth: Option<(u32, Vec<Moment>)>,
     /// Only sends made by this operation are announced and held; `None`:
     /// every send. A race about the relay leaves a send made inside an
     /// invite alone.

@@ -83,6 +83,11 @@ pub struct Provider {
     rng: Mutex<Rng>,
 }
 
+/// Sends so far in this process, over every provider, that
+/// [`ProviderScript::hold_op`] holds: what [`ProviderScript::hold_nth`]
+/// counts.
+static HELD_SENDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// The email provider.
 pub type Email = Provider;
 /// The push provider.
@@ -158,12 +163,23 @@ impl Provider {
             None => true,
             Some(op) => lock(&self.recorder).op() == Some(op.as_str()),
         };
-        let own_hold = self
-            .script
-            .hold_each
-            .iter()
-            .find(|(r, _)| r == to)
-            .filter(|_| in_op);
+        let nth_held = in_op && {
+            let n = HELD_SENDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            self.script
+                .hold_nth
+                .as_ref()
+                .is_some_and(|(at, _)| *at == n)
+        };
+        let own_hold = match &self.script.hold_nth {
+            Some((_, moments)) if nth_held => Some(moments),
+            _ => self
+                .script
+                .hold_each
+                .iter()
+                .find(|(r, _)| r == to)
+                .filter(|_| in_op)
+                .map(|(_, moments)| moments),
+        };
         if in_op && (self.script.announce || own_hold.is_some()) {
             lock(&self.recorder).record_sending()?;
         }
@@ -177,7 +193,7 @@ impl Provider {
             std::thread::sleep(Duration::from_millis(wait));
         }
         let held = match own_hold {
-            Some((_, moments)) => moments,
+            Some(moments) => moments,
             None => &self.script.hold_until_any,
         };
         if in_op && !held.is_empty() {
