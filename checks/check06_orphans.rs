@@ -249,6 +249,11 @@ struct Scenario {
     /// dispatcher 2 runs (the rows after it wait past the threshold).
     send: i64,
     held: usize,
+    /// Long batch: dispatcher 1's held send answers as soon as dispatcher
+    /// 2 begins to send a row it took over, and dispatcher 2's sends answer
+    /// only once dispatcher 1 has ended: dispatcher 1 goes on with its
+    /// batch while the rows it lost are being sent by another.
+    resume_mid_send: bool,
     /// Poison: how many 503s the row meets before its sends start to kill.
     fails_first: u32,
 }
@@ -367,6 +372,7 @@ impl Batch {
             late: self.answer,
             send: self.send,
             held,
+            resume_mid_send: false,
             fails_first: self.fails_first,
         };
         let mut scenarios = vec![
@@ -403,6 +409,15 @@ impl Batch {
         scenarios.push(long(self.same_host));
         if all && !self.same_host {
             scenarios.push(long(true));
+        }
+        // A random batch has rows after the held one: dispatcher 1 also
+        // goes on with them while dispatcher 2, under its name, is sending
+        // them.
+        if !all {
+            scenarios.push(Scenario {
+                resume_mid_send: true,
+                ..long(true)
+            });
         }
         let mut poison = scenario(What::Poison, one(), POISON_RUN);
         poison.refused = self.people.get(1).cloned();
@@ -472,8 +487,12 @@ impl Scenario {
                     clock(self.span - self.send),
                     clock(self.span)
                 );
-                match self.same_host {
+                let batch = match self.same_host {
                     true => format!("{batch}, under dispatcher 1's host name, {SHARED_HOST}"),
+                    false => batch,
+                };
+                match self.resume_mid_send {
+                    true => format!("{batch}; dispatcher 1 goes on with its batch once dispatcher 2 begins to send the rows it took over"),
                     false => batch,
                 }
             }
@@ -802,7 +821,13 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         // schedule, sweeps included.
         ProviderScript {
             sim_latency_ms: scenario.send,
-            hold_nth: Some((scenario.held as u32 + 1, vec![Moment::Ended(SECOND_RELAY)])),
+            hold_nth: Some((
+                scenario.held as u32 + 1,
+                match scenario.resume_mid_send {
+                    true => vec![Moment::Sending(SECOND_RELAY), Moment::Ended(SECOND_RELAY)],
+                    false => vec![Moment::Ended(SECOND_RELAY)],
+                },
+            )),
             hold_limit_ms,
             ..ProviderScript::default()
         }
@@ -837,7 +862,7 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         first.host = Some(SHARED_HOST.to_string());
         second.host = Some(SHARED_HOST.to_string());
     }
-    if scenario.what == What::LateDuring {
+    if scenario.what == What::LateDuring || scenario.resume_mid_send {
         let resend = ProviderScript {
             announce: true,
             hold_until_any: vec![Moment::Ended(FIRST)],
@@ -1520,8 +1545,38 @@ fn late_batch(played: &Played) -> Option<Finding> {
     let s = &played.scenario;
     let mut details = Vec::new();
     let mut again = 0;
+    // When dispatcher 1's held send answered: the batch's rows after it
+    // were handed on by then, whoever sends them.
+    let mut firsts: Vec<i64> = played
+        .history
+        .deliveries
+        .iter()
+        .filter(|d| d.process == FIRST)
+        .map(|d| d.at_ms)
+        .collect();
+    firsts.sort();
+    let resumed = firsts.get(s.held).copied();
     for (k, p) in s.people.iter().enumerate() {
         let attempts = played.attempts(p);
+        let taken = attempts.iter().find(|d| d.process == SECOND_RELAY);
+        let stolen = attempts.iter().find(|d| {
+            d.process == FIRST && resumed.is_some_and(|r| d.at_ms > r) && taken.is_some()
+        });
+        if let (Some(taken), Some(d)) = (taken, stolen) {
+            if !attempts.iter().any(|x| {
+                x.process == SECOND_RELAY && x.outcome == Outcome::Delivered && x.at_ms < d.at_ms
+            }) {
+                again += 1;
+                details.push(format!(
+                    "row {} ({}): dispatcher 2's sweep handed it on and dispatcher 2 sent it (its answer at {}); dispatcher 1 went on with its batch and sent it too, at {} ({}).",
+                    k + 1,
+                    p.recipient(),
+                    clock(taken.at_ms),
+                    clock(d.at_ms),
+                    said(d.outcome)
+                ));
+            }
+        }
         let handed_on = attempts
             .iter()
             .position(|d| d.process == SECOND_RELAY && d.outcome == Outcome::Delivered);
