@@ -1936,6 +1936,7 @@ impl Explorer for Generated {
 
     fn invariants(&self) -> Invariants {
         Invariants {
+            recorded: true,
             told_once: true,
             settled: true,
             keyed: true,

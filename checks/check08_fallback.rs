@@ -2052,8 +2052,42 @@ impl Explorer for Generated {
         true
     }
 
+    /// The sweep charges a lost attempt to every row a dead or failed
+    /// wake-up held (chapter 6), a poison message's neighbours in its
+    /// claim included: a message may run out of attempts under a fault
+    /// that reshuffled the claims, never told, once the play stranded
+    /// claims enough to spend what its provider's answers left.
+    fn spent_on_lost_claims(&self, world: &World, subject: &str, history: &History) -> bool {
+        let stranded = history
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Crash | Kind::CommitFailed))
+            .count();
+        let spent = |channel: &str, recipient: &str| {
+            stranded > 0
+                && stranded
+                    + history
+                        .attempts(channel)
+                        .filter(|d| d.recipient == recipient)
+                        .count()
+                    >= ATTEMPTS
+        };
+        world.notices().any(|n| {
+            let m = n.member;
+            let folded = format!("{}'s push or its email ({})", n.tag(), n.news.kind);
+            if subject == folded {
+                spent("push", &m.device()) && spent("email", &m.email())
+            } else if subject == n.subject(m.channel) {
+                spent(m.channel, &m.recipient())
+            } else {
+                subject == n.subject("email") && spent("email", &m.email())
+            }
+        })
+    }
+
     fn invariants(&self) -> Invariants {
         Invariants {
+            recorded: true,
             told_once: true,
             settled: true,
             keyed: true,

@@ -1487,6 +1487,7 @@ impl Explorer for Generated {
 
     fn invariants(&self) -> Invariants {
         Invariants {
+            recorded: true,
             told_once: true,
             settled: true,
             keyed: true,

@@ -422,6 +422,7 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             keyed: self.0 >= 2,
+            recorded: self.0 >= 2,
             retry_gaps: &[],
             ..Invariants::default()
         }

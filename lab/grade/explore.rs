@@ -185,6 +185,13 @@ pub struct Invariants {
     /// Judged with the survival rule, for worlds with no sweep that hands a
     /// live claim to another process.
     pub sent_once: bool,
+    /// The service records what it learnt before it lets go: a send whose
+    /// answer came back is recorded by a commit before the operation that
+    /// made it returns, with an error too (chapter 2: "the key protects a
+    /// retry, it does not replace remembering"; past the key window, an
+    /// unrecorded send goes out again), unless a failing commit or an
+    /// abort took the record. Judged with the survival rule.
+    pub recorded: bool,
 }
 
 /// What happened to one subject (a person, a row), in the rules' words.
@@ -290,6 +297,21 @@ pub trait Explorer: Sync {
     /// letter may also mean "owed to nobody" (a notification withdrawn, an
     /// address suppressed, a message that must not render).
     fn dead_letters_may_arrive(&self) -> bool {
+        false
+    }
+
+    /// Whether `subject`'s message, told once in the play without the
+    /// fault, may end a dead letter in `history`, the play under it, never
+    /// told: its attempts ran out, some of them charged to dispatchers that
+    /// died or failed a commit while holding it (chapter 6's lost attempt).
+    /// False by default; a chapter whose sweep charges lost attempts says
+    /// when the play stranded enough claims to spend them.
+    fn spent_on_lost_claims(
+        &self,
+        _scenario: &Self::Scenario,
+        _subject: &str,
+        _history: &History,
+    ) -> bool {
         false
     }
 
@@ -902,9 +924,9 @@ fn invariants(
             });
         }
     }
-    if rules.sent_once {
-        let lines = resent(&played.history);
-        if !lines.is_empty() {
+    let (again, let_go) = resent(&played.history);
+    for (judged, lines) in [(rules.sent_once, again), (rules.recorded, let_go)] {
+        if judged && !lines.is_empty() {
             found.push(Breach {
                 rule: Rule::Survives,
                 lines,
@@ -942,7 +964,10 @@ fn invariants(
 /// recorded: a commit of the same process followed it, with no lost
 /// answer, failing commit or abort in between (see
 /// [`Invariants::sent_once`]).
-fn resent(history: &History) -> Vec<String> {
+///
+/// And, second, the sends whose answers came back that the call which made
+/// them let go of unrecorded (see [`Invariants::recorded`]).
+fn resent(history: &History) -> (Vec<String>, Vec<String>) {
     // A message: its channel, its recipient, its text.
     type Message<'a> = (&'a str, &'a str, &'a str);
     // Each process's attempts in order: its n-th send event is its n-th.
@@ -956,6 +981,7 @@ fn resent(history: &History) -> Vec<String> {
     let mut pending: BTreeMap<u32, (Vec<Message>, bool)> = BTreeMap::new();
     let mut recorded: Vec<Message> = Vec::new();
     let mut lines = Vec::new();
+    let mut let_go = Vec::new();
     for e in &history.events {
         let (open, after_send) = pending.entry(e.process).or_default();
         let sent = std::mem::replace(after_send, e.kind == Kind::Send);
@@ -990,10 +1016,21 @@ fn resent(history: &History) -> Vec<String> {
             }
             Kind::Commit => recorded.append(open),
             Kind::CommitFailed | Kind::Crash | Kind::Panic => open.clear(),
+            // The call lets go of answers it never recorded: after the
+            // key window, the next round sends them again.
+            Kind::Return | Kind::Error => {
+                let op = e.op.as_deref().unwrap_or("the call");
+                for (channel, recipient, body) in open.drain(..) {
+                    let_go.push(format!(
+                        "{} to {recipient} was answered by the provider, but {op} returned without recording it: {body:?}",
+                        a(channel)
+                    ));
+                }
+            }
             _ => {}
         }
     }
-    lines
+    (lines, let_go)
 }
 
 /// "an email", "a push": a message on `channel`.
@@ -1607,6 +1644,16 @@ fn judge_one<E: Explorer>(
                         continue;
                     };
                     if owed.told == 0 && owed.state.contains("FAILED") && fate.told == 1 {
+                        *fate = owed.clone();
+                    }
+                    // And the other way: claims the play stranded, each
+                    // charged as a lost attempt, spent a message's last
+                    // attempt before it got through.
+                    if owed.told == 1
+                        && fate.told == 0
+                        && fate.state.contains("FAILED")
+                        && explorer.spent_on_lost_claims(scenario, subject, &faulted.history)
+                    {
                         *fate = owed.clone();
                     }
                 }
