@@ -970,23 +970,37 @@ fn invariants(
 fn resent(history: &History) -> (Vec<String>, Vec<String>) {
     // A message: its channel, its recipient, its text.
     type Message<'a> = (&'a str, &'a str, &'a str);
+    /// What one process has sent and not yet recorded.
+    #[derive(Default)]
+    struct Process<'a> {
+        /// Sent since its last commit.
+        open: Vec<Message<'a>>,
+        /// Of those, the ones no commit came just before either (a commit
+        /// between two sends may have recorded the second ahead of it),
+        /// since the call that sent them began.
+        unrecorded: Vec<Message<'a>>,
+        /// Whether its last event was a send, and whether that send joined
+        /// `unrecorded`.
+        after_send: Option<bool>,
+        /// Whether a commit came after its last send, or since its call began.
+        primed: bool,
+    }
     // Each process's attempts in order: its n-th send event is its n-th.
     let mut attempts: BTreeMap<u32, Vec<&Delivery>> = BTreeMap::new();
     for d in &history.deliveries {
         attempts.entry(d.process).or_default().push(d);
     }
     let mut next: BTreeMap<u32, usize> = BTreeMap::new();
-    // Per process, the messages sent since its last commit, and whether
-    // its last event was a send.
-    let mut pending: BTreeMap<u32, (Vec<Message>, bool)> = BTreeMap::new();
+    let mut processes: BTreeMap<u32, Process> = BTreeMap::new();
     let mut recorded: Vec<Message> = Vec::new();
     let mut lines = Vec::new();
     let mut let_go = Vec::new();
     for e in &history.events {
-        let (open, after_send) = pending.entry(e.process).or_default();
-        let sent = std::mem::replace(after_send, e.kind == Kind::Send);
+        let p = processes.entry(e.process).or_default();
+        let sent = p.after_send.take();
         match e.kind {
             Kind::Send => {
+                p.after_send = Some(false);
                 let n = next.entry(e.process).or_default();
                 let Some(d) = attempts.get(&e.process).and_then(|ds| ds.get(*n)) else {
                     continue;
@@ -1007,20 +1021,35 @@ fn resent(history: &History) -> (Vec<String>, Vec<String>) {
                         lines.push(line);
                     }
                 }
-                open.push(message);
+                p.open.push(message);
+                if !std::mem::take(&mut p.primed) {
+                    p.unrecorded.push(message);
+                    p.after_send = Some(true);
+                }
             }
             // The answer never came: the service cannot know it was sent.
             // (A request lost on its way has no send before it.)
-            Kind::Timeout if sent => {
-                open.pop();
+            Kind::Timeout if sent.is_some() => {
+                p.open.pop();
+                if sent == Some(true) {
+                    p.unrecorded.pop();
+                }
             }
-            Kind::Commit => recorded.append(open),
-            Kind::CommitFailed | Kind::Crash | Kind::Panic => open.clear(),
+            Kind::Commit => {
+                recorded.append(&mut p.open);
+                p.unrecorded.clear();
+                p.primed = true;
+            }
+            Kind::CommitFailed | Kind::Crash | Kind::Panic => {
+                p.open.clear();
+                p.unrecorded.clear();
+            }
+            Kind::Call => p.primed = false,
             // The call lets go of answers it never recorded: after the
             // key window, the next round sends them again.
             Kind::Return | Kind::Error => {
                 let op = e.op.as_deref().unwrap_or("the call");
-                for (channel, recipient, body) in open.drain(..) {
+                for (channel, recipient, body) in p.unrecorded.drain(..) {
                     let_go.push(format!(
                         "{} to {recipient} was answered by the provider, but {op} returned without recording it: {body:?}",
                         a(channel)
