@@ -435,7 +435,7 @@ fn a_round_that_returns_before_marking_what_it_sent_is_caught() {
     assert_eq!(pattern, "PASS PASS PASS PASS PASS FAIL PASS PASS PASS");
     let details = report["verdicts"][5]["details"].to_string();
     assert!(
-        details.contains("relay returned without recording it"),
+        details.contains("relay returned with no commit after it to record that"),
         "{details}"
     );
 }

@@ -1051,7 +1051,7 @@ fn resent(history: &History) -> (Vec<String>, Vec<String>) {
                 let op = e.op.as_deref().unwrap_or("the call");
                 for (channel, recipient, body) in p.unrecorded.drain(..) {
                     let_go.push(format!(
-                        "{} to {recipient} was answered by the provider, but {op} returned without recording it: {body:?}",
+                        "{} to {recipient} was answered by the provider, but {op} returned with no commit after it to record that: {body:?}",
                         a(channel)
                     ));
                 }
