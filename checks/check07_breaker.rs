@@ -76,6 +76,9 @@ const HEALTHY_WITHIN: i64 = 10 * SECOND;
 const RETRY_WITHIN: i64 = 10 * SECOND;
 const RETRY_AFTER: i64 = 5 * SECOND;
 
+/// Attempts a row gets in all (chapter 5): the first and three retries.
+const ATTEMPTS: usize = 4;
+
 /// Who did what: the notifications' texts are built from these, so every
 /// text a person gets in a batch is different.
 const ACTORS: [&str; 7] = ["Sam", "Omar", "Pia", "Rosa", "Tara", "Zoe", "Yuki"];
@@ -1276,7 +1279,7 @@ impl World {
                 let script = match (i, rng.between(0, 19)) {
                     (0..=5, _) => Script::Fine,
                     (_, 0..=6) => Script::Fine,
-                    (_, 7..=11) => Script::Flaky(rng.between(1, 2) as u32),
+                    (_, 7..=11) => Script::Flaky(rng.between(1, 3) as u32),
                     (_, 12..=15) => Script::Dead,
                     (_, 16 | 17) => Script::Refused,
                     // No draw of its own, so the rest of the world is
@@ -1299,23 +1302,27 @@ impl World {
         if dead_in_the_clear {
             people[6].script = Script::Dead;
         }
-        // At most one flaky or dead address per channel. A dead address
-        // fails three times in 35 s: with two or three successes around
-        // them, that is most of a minute's sends, and the breaker opens on
-        // a provider that works; its probes then find the dead address
-        // failing for ever, the only row due, and nothing in the rules
-        // tells it from an outage. Its crowd prevents that, but a crash can
-        // take the crowd away, hand the address back alone and add a
-        // flaky one's failures; alone on its channel, it never makes a
-        // minute's majority.
+        // On each channel, one dead address and nobody else who fails on
+        // their own, or flaky addresses, any number. A dead address fails
+        // three times in 35 s: a crash can take its crowd away and hand it
+        // back with a flaky one's failures, the breaker then rightly opens
+        // on a provider that works, and once the flaky row got through, its
+        // probes find only the dead row, for ever, since a failed probe
+        // costs its row nothing: the rules cannot tell that from an outage.
+        // Flaky addresses alone get through on a later probe and close the
+        // breaker, so several of them may share a minute: five failures or
+        // more among more successes, which a breaker that counts failures
+        // alone mistakes for an outage.
         for channel in ["email", "push"] {
-            let mut special = 0;
-            for p in people.iter_mut().filter(|p| p.channel == channel) {
-                if p.script.special() {
-                    special += 1;
-                    if special > 1 {
-                        p.script = Script::Fine;
-                    }
+            let on = |p: &Someone| p.channel == channel && p.script.special();
+            let dead = people
+                .iter()
+                .position(|p| on(p) && p.script == Script::Dead);
+            let first = people.iter().position(on);
+            let keep = dead.or(first);
+            for (k, p) in people.iter_mut().enumerate() {
+                if on(p) && Some(k) != keep && (dead.is_some() || p.script == Script::Dead) {
+                    p.script = Script::Fine;
                 }
             }
         }
@@ -1483,9 +1490,50 @@ impl World {
         // among at least six people whose sends work, in a quiet stretch or
         // once their provider's troubles have settled, where all four of a
         // dead address's attempts show chapter 5's backoff.
+        // The crowds made for one troubled address, by channel: a second
+        // may join one, with three more people whose sends work.
+        let mut crowds: Vec<(&'static str, usize)> = Vec::new();
         for who in 0..world.people.len() {
             let p = world.people[who].clone();
             if !p.script.special() {
+                continue;
+            }
+            let joined = crowds.iter().position(|&(c, _)| c == p.channel);
+            if let Some(k) = joined.filter(|_| more.between(0, 2) > 0) {
+                let (_, i) = crowds[k];
+                let at = world.stretches[i].told[0].at;
+                let pool = crowd(&world, p.channel, world.unsettled(p.channel, at));
+                let told = &mut world.stretches[i].told;
+                for _ in 0..3 {
+                    let place = more.between(0, told.len() as u64) as usize;
+                    let who = *more.pick(&pool);
+                    told.insert(
+                        place,
+                        Told {
+                            at,
+                            who,
+                            text: text(),
+                        },
+                    );
+                }
+                // And one told a little later, while a breaker that counts
+                // the crowd's failures alone would hold the channel shut.
+                let late = at + more.between(8, 25) as i64 * SECOND;
+                let later = *more.pick(&pool);
+                told.push(Told {
+                    at: late,
+                    who: later,
+                    text: text(),
+                });
+                let place = more.between(0, told.len() as u64) as usize;
+                told.insert(
+                    place,
+                    Told {
+                        at,
+                        who,
+                        text: text(),
+                    },
+                );
                 continue;
             }
             let backlogs: Vec<usize> = (0..world.stretches.len())
@@ -1573,6 +1621,7 @@ impl World {
                     text: text(),
                 },
             );
+            crowds.push((p.channel, world.stretches.len()));
             world.stretches.push(Stretch {
                 trouble: None,
                 told,
@@ -1817,6 +1866,10 @@ impl World {
 /// A retry's gap as the backoff names it, when it is one: 5 s, 30 s or
 /// 5 min, or the minute a generated 429 asks for, give or take a tenth for
 /// jitter and a wake-up; any other gap as it is.
+/// How soon a row told on a channel whose breaker is closed goes out: the
+/// next wake-up, or a few when a crowd is claimed in turns.
+const AT_ONCE: i64 = 10 * SECOND;
+
 fn gap_class(ms: i64) -> String {
     for gap in [5 * SECOND, 30 * SECOND, RETRY_AFTER_S * SECOND, 5 * MINUTE] {
         if (gap..=gap + gap / 10 + TICK).contains(&ms) {
@@ -1901,6 +1954,22 @@ const DIMENSIONS: &[Dimension<World>] = &[
         },
     },
     Dimension {
+        name: "five failures or more of addresses that fail on their own, in a minute with more successes",
+        reached: |w| {
+            w.stretches.iter().any(|s| {
+                let fails = |p: &Someone| match p.script {
+                    Script::Dead => 3,
+                    Script::Flaky(n) => n.min(3) as usize,
+                    _ => 0,
+                };
+                let people = s.told.iter().map(|t| &w.people[t.who]);
+                let failures: usize = people.clone().map(fails).sum();
+                let n = people.count();
+                s.trouble.is_none() && failures >= 5 && 2 * failures < n + failures
+            })
+        },
+    },
+    Dimension {
         name: "a deploy while a provider is in trouble",
         reached: |w| {
             w.deploy_at
@@ -1932,6 +2001,20 @@ impl Explorer for Generated {
     /// lost: a fault's timing may rightly let one of them through.
     fn dead_letters_may_arrive(&self) -> bool {
         true
+    }
+
+    /// A flaky address may need all four of its attempts: claims a crash
+    /// or a failing commit stranded, each charged by chapter 6's sweep,
+    /// may spend the one that would have got through.
+    fn spent_on_lost_claims(&self, world: &World, subject: &str, history: &History) -> bool {
+        world.people.iter().any(|p| {
+            let recipient = p.recipient();
+            subject
+                .strip_prefix(&format!("{recipient}: "))
+                .is_some_and(|text| {
+                    history.spent_on_lost_claims(p.channel, &recipient, text, ATTEMPTS)
+                })
+        })
     }
 
     fn invariants(&self) -> Invariants {
@@ -2019,8 +2102,16 @@ impl Explorer for Generated {
                     let mut before: Option<i64> = None;
                     for d in untroubled {
                         let answer = answered(d.outcome);
+                        // A row told while its channel's breaker has no
+                        // reason to be open goes out at the next wake-up.
                         said.push(match before {
                             Some(b) => format!("{answer} {} later", gap_class(d.at_ms - b)),
+                            None if d.at_ms - told.at > AT_ONCE => {
+                                format!(
+                                    "{answer} {} after it was told",
+                                    gap_class(d.at_ms - told.at)
+                                )
+                            }
                             None => answer.to_string(),
                         });
                         before = Some(d.at_ms);

@@ -2058,29 +2058,19 @@ impl Explorer for Generated {
     /// that reshuffled the claims, never told, once the play stranded
     /// claims enough to spend what its provider's answers left.
     fn spent_on_lost_claims(&self, world: &World, subject: &str, history: &History) -> bool {
-        let stranded = history
-            .events
-            .iter()
-            .filter(|e| matches!(e.kind, Kind::Crash | Kind::CommitFailed))
-            .count();
-        let spent = |channel: &str, recipient: &str| {
-            stranded > 0
-                && stranded
-                    + history
-                        .attempts(channel)
-                        .filter(|d| d.recipient == recipient)
-                        .count()
-                    >= ATTEMPTS
+        let spent = |channel: &str, recipient: &str, text: &str| {
+            history.spent_on_lost_claims(channel, recipient, text, ATTEMPTS)
         };
         world.notices().any(|n| {
             let m = n.member;
             let folded = format!("{}'s push or its email ({})", n.tag(), n.news.kind);
             if subject == folded {
-                spent("push", &m.device()) && spent("email", &m.email())
+                let text = n.text();
+                spent("push", &m.device(), &text) && spent("email", &m.email(), &text)
             } else if subject == n.subject(m.channel) {
-                spent(m.channel, &m.recipient())
+                spent(m.channel, &m.recipient(), &n.text())
             } else {
-                subject == n.subject("email") && spent("email", &m.email())
+                subject == n.subject("email") && spent("email", &m.email(), &n.text())
             }
         })
     }

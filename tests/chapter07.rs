@@ -99,7 +99,7 @@ fn the_shipped_case_dead_letters_and_hammers_the_provider() {
     let (code, report) = (played.code, &played.report);
     assert_eq!(
         pattern(report),
-        "FAIL FAIL FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 1);
     let v = &report["verdicts"];
@@ -110,15 +110,11 @@ fn the_shipped_case_dead_letters_and_hammers_the_provider() {
     let scenario = v[0]["scenario"].as_str().unwrap();
     assert!(scenario.starts_with("the chapter's batch"), "{scenario}");
     assert!(v[0]["seed"].is_null());
-    // Without a breaker a restart changes nothing, but every retry of a
-    // row in an outage costs an attempt: the sweep's charge for a lost
-    // one can be its last.
-    let survives = v[SURVIVES]["scenario"].as_str().unwrap();
-    assert!(
-        survives.starts_with("generated scenario (seed "),
-        "{survives}"
-    );
-    assert!(v[SURVIVES]["seed"].as_u64().is_some());
+    // Without a breaker a restart changes nothing. Every retry of a row in
+    // an outage costs an attempt, so the sweep's charge for a lost one can
+    // be its last; the rules allow that, and the faults find nothing more.
+    let survives = v[SURVIVES]["evidence"].as_str().unwrap();
+    assert!(survives.contains(" crash points, "), "{survives}");
 }
 
 #[test]
@@ -138,7 +134,7 @@ fn the_reference_solution_passes_everything() {
     let agrees = report["verdicts"][AGREES]["evidence"].as_str().unwrap();
     assert_eq!(agrees, "this is the reference solution");
     let evidence = report["verdicts"][SURVIVES]["evidence"].as_str().unwrap();
-    assert!(evidence.starts_with("7 scenarios, "), "{evidence}");
+    assert!(evidence.starts_with("8 scenarios, "), "{evidence}");
 }
 
 /// A correct alternative the chapter's rules leave free must pass, the
@@ -172,7 +168,7 @@ fn one_breaker_for_every_channel_holds_back_push() {
     let (report, pattern) = variant("global-breaker");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL FAIL FAIL PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
+        "FAIL FAIL FAIL FAIL FAIL FAIL PASS PASS PASS PASS FAIL PASS PASS PASS"
     );
     // The pushes go out one by one, each as the probe of a breaker the
     // email outage opened.
@@ -186,11 +182,12 @@ fn one_breaker_for_every_channel_holds_back_push() {
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
     let (_, pattern) = variant("probe-flood");
-    // A crash after a send in an outage: the flood has spent the attempts
-    // the sweep's charge needed, and a delivered row is dead-lettered.
+    // The flood hammers the provider, and chapter 6's races, played on
+    // the dispatcher, fail it. A crash in an outage whose charge spends
+    // the attempts the flood left is a dead letter the rules allow.
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS FAIL FAIL"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL FAIL"
     );
 }
 
@@ -223,7 +220,7 @@ fn a_breaker_that_forgets_between_wake_ups_protects_nothing() {
     let (_, pattern) = variant("forgetful-breaker");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
 }
 
@@ -303,6 +300,22 @@ fn a_breaker_that_opens_at_exactly_half_delays_a_few_hiccups() {
         "PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert!(said(&report, 3).contains("9 of 12 emails"), "{report}");
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_breaker_that_counts_failures_alone_shuts_a_working_channel() {
+    let (report, pattern) = variant("failure-count-trips");
+    // Several addresses that fail on their own share a busy minute: five
+    // failures among more successes, and what is told next waits.
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+    );
+    assert!(
+        said(&report, AGREES).contains("after it was told"),
+        "{report}"
+    );
 }
 
 #[test]

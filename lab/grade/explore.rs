@@ -301,8 +301,8 @@ pub trait Explorer: Sync {
     }
 
     /// Whether `subject`'s message, told once in the play without the
-    /// fault, may end a dead letter in `history`, the play under it, never
-    /// told: its attempts ran out, some of them charged to dispatchers that
+    /// fault, may end a dead letter in `history`, the play under it, told
+    /// once at most: its attempts ran out, some of them charged to dispatchers that
     /// died or failed a commit while holding it (chapter 6's lost attempt).
     /// False by default; a chapter whose sweep charges lost attempts says
     /// when the play stranded enough claims to spend them.
@@ -1677,9 +1677,10 @@ fn judge_one<E: Explorer>(
                     }
                     // And the other way: claims the play stranded, each
                     // charged as a lost attempt, spent a message's last
-                    // attempt before it got through.
+                    // attempt before it got through, or before the commit
+                    // that would record its delivery did.
                     if owed.told == 1
-                        && fate.told == 0
+                        && fate.told <= 1
                         && fate.state.contains("FAILED")
                         && explorer.spent_on_lost_claims(scenario, subject, &faulted.history)
                     {

@@ -89,6 +89,30 @@ impl History {
         self.deliveries.iter().filter(move |d| d.channel == channel)
     }
 
+    /// Whether the claims this play stranded (each crash or failing commit
+    /// may strand one, which chapter 6's sweep charges as a lost attempt),
+    /// with the sends to `recipient` on `channel` that carry `text`, reach
+    /// `attempts`: enough to spend that message's attempts, though fewer
+    /// of them reached the provider.
+    pub fn spent_on_lost_claims(
+        &self,
+        channel: &str,
+        recipient: &str,
+        text: &str,
+        attempts: usize,
+    ) -> bool {
+        let stranded = self
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Crash | Kind::CommitFailed))
+            .count();
+        let sent = self
+            .attempts(channel)
+            .filter(|d| d.recipient == recipient && d.body.contains(text))
+            .count();
+        stranded > 0 && stranded + sent >= attempts
+    }
+
     /// The messages on `channel` that reached people.
     pub fn delivered<'a>(&'a self, channel: &'a str) -> impl Iterator<Item = &'a Delivery> {
         self.attempts(channel)
