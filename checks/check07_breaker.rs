@@ -1504,9 +1504,22 @@ impl World {
                 let at = world.stretches[i].told[0].at;
                 let pool = crowd(&world, p.channel, world.unsettled(p.channel, at));
                 let told = &mut world.stretches[i].told;
-                for _ in 0..3 {
+                // Three people whose sends work, then the address itself;
+                // and before it, one told a little later, while a breaker
+                // that counts the crowd's failures alone would hold the
+                // channel shut.
+                for k in 0..4 {
+                    if k == 3 {
+                        let late = at + more.between(8, 25) as i64 * SECOND;
+                        let later = *more.pick(&pool);
+                        told.push(Told {
+                            at: late,
+                            who: later,
+                            text: text(),
+                        });
+                    }
                     let place = more.between(0, told.len() as u64) as usize;
-                    let who = *more.pick(&pool);
+                    let who = if k < 3 { *more.pick(&pool) } else { who };
                     told.insert(
                         place,
                         Told {
@@ -1516,24 +1529,6 @@ impl World {
                         },
                     );
                 }
-                // And one told a little later, while a breaker that counts
-                // the crowd's failures alone would hold the channel shut.
-                let late = at + more.between(8, 25) as i64 * SECOND;
-                let later = *more.pick(&pool);
-                told.push(Told {
-                    at: late,
-                    who: later,
-                    text: text(),
-                });
-                let place = more.between(0, told.len() as u64) as usize;
-                told.insert(
-                    place,
-                    Told {
-                        at,
-                        who,
-                        text: text(),
-                    },
-                );
                 continue;
             }
             let backlogs: Vec<usize> = (0..world.stretches.len())
