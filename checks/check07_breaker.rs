@@ -1858,13 +1858,13 @@ impl World {
     }
 }
 
-/// A retry's gap as the backoff names it, when it is one: 5 s, 30 s or
-/// 5 min, or the minute a generated 429 asks for, give or take a tenth for
-/// jitter and a wake-up; any other gap as it is.
 /// How soon a row told on a channel whose breaker is closed goes out: the
 /// next wake-up, or a few when a crowd is claimed in turns.
 const AT_ONCE: i64 = 10 * SECOND;
 
+/// A retry's gap as the backoff names it, when it is one: 5 s, 30 s or
+/// 5 min, or the minute a generated 429 asks for, give or take a tenth for
+/// jitter and a wake-up; any other gap as it is.
 fn gap_class(ms: i64) -> String {
     for gap in [5 * SECOND, 30 * SECOND, RETRY_AFTER_S * SECOND, 5 * MINUTE] {
         if (gap..=gap + gap / 10 + TICK).contains(&ms) {

@@ -302,8 +302,9 @@ pub trait Explorer: Sync {
 
     /// Whether `subject`'s message, told once in the play without the
     /// fault, may end a dead letter in `history`, the play under it, told
-    /// once at most: its attempts ran out, some of them charged to dispatchers that
-    /// died or failed a commit while holding it (chapter 6's lost attempt).
+    /// once at most: its attempts ran out, some of them charged to
+    /// dispatchers that died or failed a commit while holding it (chapter
+    /// 6's lost attempt).
     /// False by default; a chapter whose sweep charges lost attempts says
     /// when the play stranded enough claims to spend them.
     fn spent_on_lost_claims(
