@@ -31,7 +31,7 @@ use lab::scenario::{Fault, Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::Outcome;
 
-use super::dispatch_world::{answered, provider, Addressed, Script, NAMES};
+use super::dispatch_world::{answered, provider, Addressed, Script, NAMES, RETRY_GAPS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 5,
@@ -53,7 +53,6 @@ const BACKOFF: &str = "no attempt comes sooner than its backoff, or a 429's Retr
 
 /// The gaps the chapter asks for: after the first attempt fails, the next
 /// one comes 5 s later, then 30 s, then 5 min. Four attempts in all.
-const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 const ATTEMPTS: usize = RETRY_GAPS.len() + 1;
 /// How often the dispatcher wakes up.
 const WAKE_UP: i64 = 2 * SECOND;

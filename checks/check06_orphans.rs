@@ -57,7 +57,7 @@ use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Outcome, Recorder};
 
-use super::dispatch_world::{answered, provider, Addressed, Script, NAMES};
+use super::dispatch_world::{answered, provider, Addressed, Script, NAMES, RETRY_GAPS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 6,
@@ -88,7 +88,6 @@ const SWEEP: i64 = MINUTE;
 const ATTEMPTS: usize = 4;
 /// Chapter 5's backoff: after the n-th failed attempt, the next one waits
 /// at least this long.
-const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 /// How long the dispatcher that replaces a killed one runs: the sweep hands
 /// the orphans back at 5 or 6 min, and they go out at once.
 const AFTER_CRASH: i64 = 8 * MINUTE;

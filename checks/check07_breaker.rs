@@ -23,7 +23,7 @@ use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{MINUTE, SECOND};
 use lab::explore::{clock, span};
 use lab::explore::{
-    cut_down, explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Run,
+    cut_down, explore, Breaker, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Run,
 };
 use lab::history::{read_ledger, History, Queued};
 use lab::report::{self, Finding, Verdict};
@@ -33,7 +33,9 @@ use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Kind, Outcome, Recorder};
 
-use super::dispatch_world::{answered, provider, Addressed, Notice, Person, Script, NAMES};
+use super::dispatch_world::{
+    answered, provider, Addressed, Notice, Person, Script, NAMES, RETRY_GAPS,
+};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 7,
@@ -64,6 +66,8 @@ const ORPHANED_AFTER: i64 = 5 * MINUTE;
 const DRAIN: i64 = 2 * MINUTE;
 /// One probe per this long while a provider is down.
 const PROBE_EVERY: i64 = 30 * SECOND;
+/// What one claim takes: the case's batch, up to 50 due rows.
+const BATCH: u64 = 50;
 /// Sends allowed per outage on top of one per 30 s: the sends that find
 /// the provider down before the breaker has seen enough to open, and the
 /// window's edges.
@@ -1130,11 +1134,11 @@ fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Findin
 /// provider that is down refuses nobody, and the scenario runs long enough
 /// after its last send for the sweep to hand back what a crash left.
 ///
-/// Chapter 5's backoff is judged on the attempts a breaker cannot touch,
-/// as part of the agreement (see [`Generated::observe`]), not with the
-/// shared `retry_gaps` invariant, which counts every failed send: a failed
-/// probe is a failed send that costs its row nothing, and the next probe or
-/// the drain rightly comes sooner than the row's backoff.
+/// Chapter 5's backoff is judged on every row, with the shared
+/// `retry_gaps` invariant told of the breaker: a failed send that may have
+/// been a probe costs its row nothing, so the next probe or the drain may
+/// rightly come sooner than the row's backoff; every other failure is
+/// followed by its gap, whatever the breaker is doing.
 struct Generated;
 
 /// The `Retry-After` of a generated world's 429s, in seconds.
@@ -1204,6 +1208,16 @@ struct Trouble {
 struct Stretch {
     trouble: Option<Trouble>,
     told: Vec<Told>,
+}
+
+impl Stretch {
+    /// One notification told alone, in no trouble.
+    fn alone(at: i64, who: usize, text: String) -> Stretch {
+        Stretch {
+            trouble: None,
+            told: vec![Told { at, who, text }],
+        }
+    }
 }
 
 /// A generated scenario.
@@ -1374,6 +1388,14 @@ impl World {
             }
         }
         placed.sort_by_key(|t| t.from);
+        // One trouble in four is over before the breaker's first probe:
+        // that probe finds the provider back, and what waited goes out at
+        // once.
+        for t in placed.iter_mut() {
+            if more.between(0, 3) == 0 {
+                t.to = t.from + more.between(12, 28) as i64 * SECOND;
+            }
+        }
         // Whom a crowd on a channel may include: people told any number of
         // things; while its provider is down, not those it refuses or
         // rate-limits (the lab answers their 4xx before the outage's 503,
@@ -1390,8 +1412,13 @@ impl World {
         for trouble in &placed {
             let pool = crowd(&world, trouble.channel, !trouble.hang);
             let mut told = Vec::new();
-            // The backlog lands as the trouble begins.
-            for _ in 0..rng.between(6, 10) {
+            // The backlog lands as the trouble begins; one time in five
+            // it is more than one claim takes.
+            let mut backlog = rng.between(6, 10);
+            if more.between(0, 4) == 0 {
+                backlog = more.between(BATCH + 2, BATCH + 14);
+            }
+            for _ in 0..backlog {
                 told.push(Told {
                     at: trouble.from,
                     who: *rng.pick(&pool),
@@ -1475,14 +1502,7 @@ impl World {
             let Some(at) = quiet(&mut rng, channel, !refused, horizon) else {
                 continue;
             };
-            world.stretches.push(Stretch {
-                trouble: None,
-                told: vec![Told {
-                    at,
-                    who,
-                    text: text(),
-                }],
-            });
+            world.stretches.push(Stretch::alone(at, who, text()));
         }
         // Flaky and dead addresses are told one thing each: last of all
         // while their provider is in trouble, or in a crowd: in a backlog
@@ -1537,6 +1557,21 @@ impl World {
                     s.trouble.as_ref().is_some_and(|t| t.channel == p.channel)
                 })
                 .collect();
+            // Or a dead address alone, 40 to 54 s before a trouble of its
+            // channel: its three failures come before the trouble, and
+            // its 5-minute backoff runs on through the breaker's first
+            // probes, which must not take it before its time.
+            let ahead: Vec<i64> = placed
+                .iter()
+                .filter(|t| t.channel == p.channel && t.from >= MINUTE)
+                .map(|t| t.from)
+                .collect();
+            let lone = p.script == Script::Dead && !(dead_in_the_clear && who == 6);
+            if lone && !ahead.is_empty() && more.between(0, 2) == 0 {
+                let at = *more.pick(&ahead) - more.between(40, 54) as i64 * SECOND;
+                world.stretches.push(Stretch::alone(at, who, text()));
+                continue;
+            }
             let choice = match rng.between(0, 3) {
                 0 | 3 if dead_in_the_clear && who == 6 => 1,
                 choice => choice,
@@ -1642,9 +1677,25 @@ impl World {
             if trouble.hang || answering.is_empty() || more.between(0, 1) == 0 {
                 continue;
             }
+            // Half the time sixth, the first row a breaker that opens on
+            // five failures holds back, and so the first it probes: when
+            // the trouble is over by then, its 4xx or 429 is how a
+            // provider that is back answers that probe.
+            // Only a refusal tells the world that the provider answered:
+            // a 429 reads as a failure, like a 503.
+            let refused: Vec<usize> = answering
+                .iter()
+                .copied()
+                .filter(|&w| world.people[w].script == Script::Refused)
+                .collect();
             let told = &mut world.stretches[i].told;
-            let place = more.between(0, told.len() as u64) as usize;
-            let who = *more.pick(&answering);
+            let (place, who) = match more.between(0, 1) {
+                0 if !refused.is_empty() => (told.len().min(5), *more.pick(&refused)),
+                _ => (
+                    more.between(0, told.len() as u64) as usize,
+                    *more.pick(&answering),
+                ),
+            };
             told.insert(
                 place,
                 Told {
@@ -1702,14 +1753,8 @@ impl World {
             script,
         });
         let at = at(self);
-        self.stretches.push(Stretch {
-            trouble: None,
-            told: vec![Told {
-                at,
-                who: self.people.len() - 1,
-                text,
-            }],
-        });
+        let who = self.people.len() - 1;
+        self.stretches.push(Stretch::alone(at, who, text));
     }
 
     fn troubles(&self) -> impl Iterator<Item = &Trouble> {
@@ -1858,6 +1903,15 @@ impl World {
     }
 }
 
+/// The breaker as the chapter states it: over half of at least 5 sends
+/// in the last minute failed; a probe after 30 s.
+pub const BREAKER: Breaker = Breaker {
+    window: MINUTE,
+    opens_after: 5,
+    probe_after: PROBE_EVERY,
+    slack: TICK,
+};
+
 /// How soon a row told on a channel whose breaker is closed goes out: the
 /// next wake-up, or a few when a crowd is claimed in turns.
 const AT_ONCE: i64 = 10 * SECOND;
@@ -1898,6 +1952,34 @@ const DIMENSIONS: &[Dimension<World>] = &[
         reached: |w| w.troubles().any(|t| !t.hang && t.to - t.from > PROBE_EVERY),
     },
     Dimension {
+        name: "a provider back before the breaker's first probe",
+        reached: |w| w.troubles().any(|t| t.to - t.from < PROBE_EVERY),
+    },
+    Dimension {
+        name: "a provider back before the breaker's first probe, which goes to an address it refuses",
+        reached: |w| {
+            backlogs(w).any(|(t, rows)| {
+                !t.hang
+                    && t.to - t.from < PROBE_EVERY
+                    && rows.get(5).is_some_and(|p| p.script == Script::Refused)
+            })
+        },
+    },
+    Dimension {
+        name: "more rows waiting on a channel in trouble than one claim takes, while the other is told something",
+        reached: |w| {
+            backlogs(w).any(|(t, rows)| {
+                rows.len() as u64 > BATCH
+                    && w.told().iter().any(|o| {
+                        let channel = w.people[o.who].channel;
+                        channel != t.channel
+                            && (t.from..t.to).contains(&o.at)
+                            && !w.unsettled(channel, o.at)
+                    })
+            })
+        },
+    },
+    Dimension {
         name: "a provider that hangs: every send times out",
         reached: |w| w.troubles().any(|t| t.hang),
     },
@@ -1920,6 +2002,18 @@ const DIMENSIONS: &[Dimension<World>] = &[
         name: "an address that always fails, held back by the breaker in an outage",
         reached: |w| {
             backlogs(w).any(|(_, rows)| rows.iter().skip(5).any(|p| p.script == Script::Dead))
+        },
+    },
+    Dimension {
+        name: "an address that always fails, in its 5-minute backoff as its provider's trouble begins",
+        reached: |w| {
+            w.told().iter().any(|t| {
+                let p = &w.people[t.who];
+                p.script == Script::Dead
+                    && w.troubles().any(|tr| {
+                        tr.channel == p.channel && (40 * SECOND..=54 * SECOND).contains(&(tr.from - t.at))
+                    })
+            })
         },
     },
     Dimension {
@@ -2018,9 +2112,8 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             keyed: true,
-            // See the comment on `Generated`: the backoff is judged in
-            // `observe`.
-            retry_gaps: &[],
+            retry_gaps: &RETRY_GAPS,
+            breaker: Some(BREAKER),
             // Sends take no simulated time here, so a row is claimed at
             // its send, and chapter 6's threshold counts from the send.
             orphaned_after: ORPHANED_AFTER,

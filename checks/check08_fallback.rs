@@ -43,7 +43,9 @@ use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step};
 use lab::serve::{Schedule, RUN};
 use lab::world::{Delivery, Event, Kind, Outcome, Recorder};
 
-use super::dispatch_world::{answered, provider, Addressed, Notice, Person, Script, ALWAYS, NAMES};
+use super::dispatch_world::{
+    answered, provider, Addressed, Notice, Person, Script, ALWAYS, NAMES, RETRY_GAPS,
+};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 8,
@@ -2081,7 +2083,8 @@ impl Explorer for Generated {
             told_once: true,
             settled: true,
             keyed: true,
-            retry_gaps: &[],
+            retry_gaps: &RETRY_GAPS,
+            breaker: Some(super::check07_breaker::BREAKER),
             ..Invariants::default()
         }
     }

@@ -31,7 +31,7 @@ use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::Outcome;
 
-use super::dispatch_world::{provider, Script};
+use super::dispatch_world::{provider, Script, RETRY_GAPS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 9,
@@ -60,7 +60,6 @@ const WAKE_UP: i64 = MINUTE;
 /// provider that fails it once or twice.
 const PROMPT: i64 = 2 * WAKE_UP;
 /// The gaps between attempts (chapter 5).
-const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 /// The kind nobody can turn off or delay.
 const SECURITY: &str = "security_alert";
 const KINDS: [&str; 3] = ["date_chosen", "comment", "event_cancelled"];

@@ -32,7 +32,7 @@ use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Outcome};
 
-use super::dispatch_world::{provider, Script};
+use super::dispatch_world::{provider, Script, RETRY_GAPS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 10,
@@ -58,7 +58,6 @@ const FAILS_CLOSED: &str =
 /// How often the dispatcher wakes up.
 const WAKE_UP: i64 = MINUTE;
 /// The gaps between attempts (chapter 5).
-const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 const CHANNELS: [&str; 2] = ["email", "push"];
 /// How far below the limit a cut push may end: room for an ellipsis and
 /// one character that did not fit.

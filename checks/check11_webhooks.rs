@@ -20,6 +20,7 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::dispatch_world::RETRY_GAPS;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::clock::{DEFAULT_START, MINUTE, SECOND};
 use lab::explore::clock;
@@ -61,7 +62,6 @@ const ENDPOINT: &str = "receive_webhook";
 /// How often the dispatcher wakes up.
 const WAKE_UP: i64 = MINUTE;
 /// The gaps between attempts (chapter 5).
-const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 const DAY: i64 = 24 * 60 * MINUTE;
 const NAMES: [&str; 6] = ["ada", "ben", "cleo", "dana", "eli", "fay"];
 

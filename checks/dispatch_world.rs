@@ -5,9 +5,14 @@
 //! Each chapter's world is built of these; what a chapter adds (outages,
 //! deploys, preferences, templates, webhooks) stays with its check.
 
+use lab::clock::{MINUTE, SECOND};
 use lab::scenario::ProviderScript;
 use lab::world::Outcome;
 use serde::Serialize;
+
+/// Chapter 5's backoff: after a row's n-th failed attempt, the next one
+/// waits `RETRY_GAPS[n - 1]`; the fourth attempt is the last.
+pub const RETRY_GAPS: [i64; 3] = [5 * SECOND, 30 * SECOND, 5 * MINUTE];
 
 /// The names generated worlds draw their people from.
 pub const NAMES: [&str; 20] = [

@@ -6,7 +6,7 @@
 //! A check's verdicts are, in order: the chapter's five properties, then
 //! what exploring generated scenarios judges: agreement with the reference
 //! (absent when the reference itself is checked), surviving faults, nobody
-//! told twice, and every row settled once idle.
+//! told twice, every row settled once idle, and chapter 5's backoff.
 
 use crate::common;
 
@@ -92,6 +92,8 @@ fn said(report: &serde_json::Value, i: usize) -> String {
 const AGREES: usize = 5;
 const SURVIVES: usize = 6;
 const SETTLED: usize = 8;
+const NOT_EARLY: usize = 9;
+const CLOSES: usize = 11;
 
 #[test]
 fn the_shipped_case_dead_letters_and_hammers_the_provider() {
@@ -99,7 +101,7 @@ fn the_shipped_case_dead_letters_and_hammers_the_provider() {
     let (code, report) = (played.code, &played.report);
     assert_eq!(
         pattern(report),
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 1);
     let v = &report["verdicts"];
@@ -123,7 +125,7 @@ fn the_reference_solution_passes_everything() {
     let (code, report) = (played.code, &played.report);
     assert_eq!(
         pattern(report),
-        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 0);
     assert_eq!(
@@ -134,7 +136,7 @@ fn the_reference_solution_passes_everything() {
     let agrees = report["verdicts"][AGREES]["evidence"].as_str().unwrap();
     assert_eq!(agrees, "this is the reference solution");
     let evidence = report["verdicts"][SURVIVES]["evidence"].as_str().unwrap();
-    assert!(evidence.starts_with("8 scenarios, "), "{evidence}");
+    assert!(evidence.starts_with("11 scenarios, "), "{evidence}");
 }
 
 /// A correct alternative the chapter's rules leave free must pass, the
@@ -148,7 +150,7 @@ fn passes(name: &str) {
     );
     assert_eq!(
         pattern(&played.report),
-        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
 }
 
@@ -168,7 +170,7 @@ fn one_breaker_for_every_channel_holds_back_push() {
     let (report, pattern) = variant("global-breaker");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL FAIL FAIL FAIL PASS PASS PASS PASS FAIL PASS PASS PASS"
+        "FAIL FAIL FAIL FAIL FAIL FAIL PASS PASS PASS FAIL PASS FAIL PASS PASS PASS"
     );
     // The pushes go out one by one, each as the probe of a breaker the
     // email outage opened.
@@ -187,7 +189,7 @@ fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
     // the attempts the flood left is a dead letter the rules allow.
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL FAIL"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL FAIL"
     );
 }
 
@@ -199,7 +201,7 @@ fn an_open_breaker_that_charges_attempts_still_dead_letters() {
     // the run without it delivered.
     assert_eq!(
         pattern,
-        "FAIL FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS FAIL PASS PASS PASS"
+        "FAIL FAIL PASS PASS PASS PASS FAIL PASS PASS PASS PASS FAIL PASS PASS PASS"
     );
 }
 
@@ -209,7 +211,7 @@ fn a_breaker_with_no_minimum_opens_on_one_failure() {
     let (report, pattern) = variant("no-minimum");
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL FAIL FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS"
     );
     assert_eq!(report["verdicts"][4]["evidence"], "retried after 30 s");
 }
@@ -220,7 +222,7 @@ fn a_breaker_that_forgets_between_wake_ups_protects_nothing() {
     let (_, pattern) = variant("forgetful-breaker");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
 }
 
@@ -230,7 +232,7 @@ fn a_failed_probe_that_does_not_reopen_probes_every_wake_up() {
     let (_, pattern) = variant("probe-every-tick");
     assert_eq!(
         pattern,
-        "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS FAIL PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS"
     );
 }
 
@@ -259,7 +261,7 @@ fn a_breaker_that_counts_refusals_opens_on_a_bounce_burst() {
     // Generated refusals open it too: the rows behind them wait.
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL FAIL PASS FAIL FAIL PASS FAIL PASS PASS PASS"
     );
     let scenario = report["verdicts"][3]["scenario"].as_str().unwrap();
     assert!(scenario.starts_with("bounces and hiccups"), "{scenario}");
@@ -271,7 +273,7 @@ fn a_breaker_that_ignores_timeouts_never_opens_on_a_hang() {
     let (report, pattern) = variant("timeouts-not-counted");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
     assert!(
@@ -286,7 +288,7 @@ fn a_breaker_that_opens_on_three_in_a_row_delays_a_few_hiccups() {
     let (report, pattern) = variant("consecutive-3");
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS PASS"
     );
     assert!(said(&report, 3).contains("published at 2:00"), "{report}");
 }
@@ -297,7 +299,7 @@ fn a_breaker_that_opens_at_exactly_half_delays_a_few_hiccups() {
     let (report, pattern) = variant("half-is-enough");
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert!(said(&report, 3).contains("9 of 12 emails"), "{report}");
 }
@@ -310,7 +312,7 @@ fn a_breaker_that_counts_failures_alone_shuts_a_working_channel() {
     // failures among more successes, and what is told next waits.
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert!(
         said(&report, AGREES).contains("after it was told"),
@@ -324,13 +326,58 @@ fn a_breaker_with_no_window_is_blinded_by_a_busy_past() {
     let (report, pattern) = variant("no-window");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS"
     );
     let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
     assert!(
         scenario.starts_with("the hang after a busy morning"),
         "{scenario}"
     );
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_window_never_cleared_reopens_the_breaker_on_a_provider_that_is_back() {
+    // Only a provider back before the first probe shows it: the failures
+    // that opened the breaker are still in its minute when the probe gets
+    // through.
+    let (report, pattern) = variant("probe-keeps-window");
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
+    );
+    let held = said(&report, CLOSES);
+    assert!(held.contains("waited, never tried"), "{held}");
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn one_claim_for_both_channels_starves_the_one_that_works() {
+    // A backlog larger than one claim fills it with rows that are only
+    // handed back; the other channel's messages go out late.
+    let (report, pattern) = variant("one-claim-for-both");
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
+    );
+    let agrees = said(&report, AGREES);
+    assert!(agrees.contains("after it was told"), "{agrees}");
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_drain_that_makes_every_row_due_cuts_a_backoff_short() {
+    // Rows sitting out their own backoff are not the breaker's: a probe
+    // that gets through must not make them due. Only the backoff rule
+    // sees it, and the agreement where a dead address loses its last
+    // attempt to it.
+    let (report, pattern) = variant("drain-ignores-backoff");
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS"
+    );
+    let early = said(&report, NOT_EARLY);
+    assert!(early.contains("after failure 3, not 5 min"), "{early}");
 }
 
 #[test]
@@ -342,7 +389,7 @@ fn a_claim_that_forgets_the_backoff_disagrees_with_the_reference() {
     let (report, pattern) = variant("claim-ignores-backoff");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS FAIL FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS"
     );
     assert_eq!(report["verdicts"][4]["evidence"], "retried after 2 s");
     let agrees = said(&report, AGREES);
@@ -356,7 +403,7 @@ fn a_probe_that_never_closes_the_breaker_leaves_a_dead_address_waiting() {
     let (report, pattern) = variant("probe-never-closes");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS"
     );
     // A generated scenario names its seed, for `--seed` to replay it.
     let seed = report["verdicts"][SETTLED]["seed"].as_u64();
@@ -375,7 +422,7 @@ fn a_failed_probe_put_back_first_in_line_shuts_its_channel_for_good() {
     let (report, pattern) = variant("probe-put-back");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS PASS"
     );
     let settled = said(&report, SETTLED);
     assert!(
@@ -392,7 +439,7 @@ fn without_the_sweep_a_crash_leaves_its_claims_processing() {
     let (report, pattern) = variant("sweep-forgotten");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS PASS"
     );
     let settled = said(&report, SETTLED);
     assert!(
@@ -411,7 +458,7 @@ fn rows_left_for_the_sweep_come_back_late() {
     let (_, pattern) = variant("held-for-the-sweep");
     assert_eq!(
         pattern,
-        "PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS FAIL FAIL"
+        "PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS FAIL FAIL"
     );
 }
 
@@ -421,7 +468,7 @@ fn a_breaker_asked_once_per_batch_sends_the_batch_to_a_dead_provider() {
     let (_, pattern) = variant("asked-once-per-batch");
     assert_eq!(
         pattern,
-        "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL FAIL"
+        "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL FAIL"
     );
 }
 
@@ -474,7 +521,7 @@ fn a_minimum_counted_since_the_start_opens_on_a_lone_failure_later() {
     let (report, pattern) = variant("minimum-since-start");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS"
     );
     assert!(report["verdicts"][AGREES]["seed"].as_u64().is_some());
 }
@@ -485,9 +532,9 @@ fn a_breaker_that_only_a_delivered_probe_closes_holds_a_provider_that_answers() 
     let (report, pattern) = variant("probe-needs-delivery");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
     );
-    let held = said(&report, 10);
+    let held = said(&report, CLOSES);
     assert!(held.contains("waited, never tried"), "{held}");
 }
 
@@ -497,7 +544,7 @@ fn a_claim_by_id_alone_probes_the_same_dead_row_for_ever() {
     let (report, pattern) = variant("probe-oldest-first");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS PASS"
     );
     let settled = said(&report, SETTLED);
     assert!(settled.contains("once the service was idle"), "{settled}");
@@ -533,7 +580,7 @@ fn a_sweep_that_gives_up_on_the_third_lost_attempt_dead_letters_too_soon() {
     let (report, pattern) = variant("sweep-gives-up-early");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     let agrees = said(&report, AGREES);
     assert!(

@@ -11,7 +11,7 @@
 //! the nemesis (the faults, chosen from what the fault-free run did), and the
 //! checker (judging what the world saw, never the code).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -162,6 +162,10 @@ pub struct Invariants {
     /// After the n-th failed attempt of a message, the next one waits at
     /// least `retry_gaps[n - 1]` ms (chapter 5's backoff).
     pub retry_gaps: &'static [i64],
+    /// With `retry_gaps`, chapter 7's breaker: a failed send that may have
+    /// been a probe costs its row nothing, so the row may go out again at
+    /// once, and its backoff counts only its other failures.
+    pub breaker: Option<Breaker>,
     /// Once a provider answers a send on a channel (it delivers, or refuses
     /// one address: anything but a failure), a message on that channel
     /// that was waiting, never tried, goes out within this many ms:
@@ -192,6 +196,67 @@ pub struct Invariants {
     /// unrecorded send goes out again), unless a failing commit or an
     /// abort took the record. Judged with the survival rule.
     pub recorded: bool,
+}
+
+/// A breaker per channel as chapter 7 states it, seen from the provider's
+/// side: it opens when, in the last `window` ms, at least `opens_after`
+/// sends were made and more than half of them failed, and then lets one
+/// send through, the probe, once nothing went out for `probe_after` ms.
+#[derive(Clone, Copy, Debug)]
+pub struct Breaker {
+    pub window: i64,
+    pub opens_after: usize,
+    pub probe_after: i64,
+    /// A wake-up: how far each of those times may stretch either way.
+    pub slack: i64,
+}
+
+impl Breaker {
+    /// The sends that may have been probes, by their place among the
+    /// deliveries: a send before which nothing went to its provider for
+    /// the breaker's wait, and whose last send before that wait left the
+    /// breaker open (it failed, and either its window held enough sends,
+    /// mostly failed, or it was a probe itself). Judged over each
+    /// dispatcher's own sends and over the channel's, so that a breaker in
+    /// memory and one shared in a table both have their probes.
+    fn probes(&self, deliveries: &[Delivery]) -> BTreeSet<usize> {
+        let mut probes = BTreeSet::new();
+        let mut order: Vec<usize> = (0..deliveries.len()).collect();
+        order.sort_by_key(|&i| (deliveries[i].began_ms, i));
+        for (k, &i) in order.iter().enumerate() {
+            let d = &deliveries[i];
+            let may = |same: &dyn Fn(&Delivery) -> bool| -> bool {
+                let mut before = order[..k].iter().copied().filter(|&j| same(&deliveries[j]));
+                let quiet_from = d.began_ms - self.probe_after + self.slack;
+                if before.clone().any(|j| deliveries[j].at_ms > quiet_from) {
+                    return false;
+                }
+                let Some(last) = before.clone().max_by_key(|&j| (deliveries[j].at_ms, j)) else {
+                    return false;
+                };
+                let q = &deliveries[last];
+                if q.outcome != Outcome::Failed {
+                    return false;
+                }
+                let window: Vec<&Delivery> = before
+                    .by_ref()
+                    .map(|j| &deliveries[j])
+                    .filter(|o| o.at_ms >= q.at_ms - self.window - self.slack)
+                    .collect();
+                let failed = window
+                    .iter()
+                    .filter(|o| o.outcome == Outcome::Failed)
+                    .count();
+                (window.len() >= self.opens_after && failed > self.opens_after / 2)
+                    || probes.contains(&last)
+            };
+            let channel = |o: &Delivery| o.channel == d.channel;
+            if may(&|o| channel(o) && o.process == d.process) || may(&channel) {
+                probes.insert(i);
+            }
+        }
+        probes
+    }
 }
 
 /// What happened to one subject (a person, a row), in the rules' words.
@@ -944,7 +1009,7 @@ fn invariants(
         }
     }
     if !rules.retry_gaps.is_empty() {
-        let lines = early(rules.retry_gaps, &played.history);
+        let lines = early(rules.retry_gaps, rules.breaker, &played.history);
         if !lines.is_empty() {
             found.push(Breach {
                 rule: Rule::NotEarly,
@@ -1177,34 +1242,39 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
 
 /// Retries that came sooner than their gap, per message (channel,
 /// recipient and text).
-fn early(gaps: &[i64], history: &History) -> Vec<String> {
-    // Each attempt: when it began, when its answer came, and the answer. A
-    // gap runs from a failure's answer to the next attempt's beginning.
-    type Attempt = (i64, i64, Outcome);
-    let mut by_message: BTreeMap<(String, String, String), Vec<Attempt>> = BTreeMap::new();
-    for d in &history.deliveries {
+fn early(gaps: &[i64], breaker: Option<Breaker>, history: &History) -> Vec<String> {
+    let deliveries = &history.deliveries;
+    let probes = breaker.map(|b| b.probes(deliveries)).unwrap_or_default();
+    // Each message's attempts, by their place among the deliveries. A gap
+    // runs from a failure's answer to the next attempt's beginning.
+    let mut by_message: BTreeMap<(&str, &str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, d) in deliveries.iter().enumerate() {
         by_message
-            .entry((d.channel.clone(), d.recipient.clone(), d.body.clone()))
+            .entry((&d.channel, &d.recipient, &d.body))
             .or_default()
-            .push((d.began_ms, d.at_ms, d.outcome));
+            .push(i);
     }
     let mut lines = Vec::new();
     for ((channel, recipient, _), attempts) in by_message {
         let mut failures = 0;
         for pair in attempts.windows(2) {
-            let ((_, at, outcome), (next, _, _)) = (pair[0], pair[1]);
-            if outcome != Outcome::Failed {
+            let (failed, next) = (&deliveries[pair[0]], &deliveries[pair[1]]);
+            if failed.outcome != Outcome::Failed {
                 break;
+            }
+            // A failed probe costs its row nothing: no backoff follows it.
+            if probes.contains(&pair[0]) {
+                continue;
             }
             failures += 1;
             let Some(&gap) = gaps.get(failures - 1) else {
                 break;
             };
-            if next - at < gap {
+            if next.began_ms - failed.at_ms < gap {
                 lines.push(format!(
                     "{recipient} ({channel}): attempt {} came {} after failure {failures}, not {}",
                     failures + 1,
-                    span(next - at),
+                    span(next.began_ms - failed.at_ms),
                     span(gap)
                 ));
                 break;
