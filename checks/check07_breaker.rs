@@ -68,6 +68,10 @@ const DRAIN: i64 = 2 * MINUTE;
 const PROBE_EVERY: i64 = 30 * SECOND;
 /// What one claim takes: the case's batch, up to 50 due rows.
 const BATCH: u64 = 50;
+/// How many seconds before a trouble of its channel a dead address may
+/// be told alone: its three failures, 5 s and 30 s apart, come before the
+/// trouble, all within the minute the breaker weighs as it begins.
+const DEAD_AHEAD: (u64, u64) = (40, 54);
 /// Sends allowed per outage on top of one per 30 s: the sends that find
 /// the provider down before the breaker has seen enough to open, and the
 /// window's edges.
@@ -1568,7 +1572,8 @@ impl World {
                 .collect();
             let lone = p.script == Script::Dead && !(dead_in_the_clear && who == 6);
             if lone && !ahead.is_empty() && more.between(0, 2) == 0 {
-                let at = *more.pick(&ahead) - more.between(40, 54) as i64 * SECOND;
+                let (early, late) = DEAD_AHEAD;
+                let at = *more.pick(&ahead) - more.between(early, late) as i64 * SECOND;
                 world.stretches.push(Stretch::alone(at, who, text()));
                 continue;
             }
@@ -1677,12 +1682,11 @@ impl World {
             if trouble.hang || answering.is_empty() || more.between(0, 1) == 0 {
                 continue;
             }
-            // Half the time sixth, the first row a breaker that opens on
-            // five failures holds back, and so the first it probes: when
-            // the trouble is over by then, its 4xx or 429 is how a
-            // provider that is back answers that probe.
-            // Only a refusal tells the world that the provider answered:
-            // a 429 reads as a failure, like a 503.
+            // Half the time, an address it refuses goes sixth: the first
+            // row a breaker that opens on five failures holds back, and so
+            // the first it probes. When the trouble is over by then, the
+            // refusal is how a provider that is back answers that probe
+            // (a 429 would read as a failure, like a 503).
             let refused: Vec<usize> = answering
                 .iter()
                 .copied()
@@ -2011,7 +2015,9 @@ const DIMENSIONS: &[Dimension<World>] = &[
                 let p = &w.people[t.who];
                 p.script == Script::Dead
                     && w.troubles().any(|tr| {
-                        tr.channel == p.channel && (40 * SECOND..=54 * SECOND).contains(&(tr.from - t.at))
+                        let (early, late) = DEAD_AHEAD;
+                        let ahead = (tr.from - t.at) / SECOND;
+                        tr.channel == p.channel && (early as i64..=late as i64).contains(&ahead)
                     })
             })
         },

@@ -212,7 +212,7 @@ pub struct Breaker {
 }
 
 impl Breaker {
-    /// The sends that may have been probes, by their place among the
+    /// The failed sends that may have been probes, by their place among the
     /// deliveries: a send before which nothing went to its provider for
     /// the breaker's wait, and whose last send before that wait left the
     /// breaker open (it failed, and either its window held enough sends,
@@ -225,6 +225,11 @@ impl Breaker {
         order.sort_by_key(|&i| (deliveries[i].began_ms, i));
         for (k, &i) in order.iter().enumerate() {
             let d = &deliveries[i];
+            // Only a failed probe is ever asked about: one that got
+            // through is followed by no backoff.
+            if d.outcome != Outcome::Failed {
+                continue;
+            }
             let may = |same: &dyn Fn(&Delivery) -> bool| -> bool {
                 let mut before = order[..k].iter().copied().filter(|&j| same(&deliveries[j]));
                 let quiet_from = d.began_ms - self.probe_after + self.slack;
