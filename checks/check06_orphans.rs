@@ -39,7 +39,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
@@ -53,7 +53,7 @@ use lab::history::{answer_kind, read_outbox, read_pairs, History, Queued};
 use lab::report::{judge, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
-use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step, WORLD_DB};
+use lab::scenario::{Fault, Moment, Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Outcome, Recorder};
 
@@ -676,11 +676,7 @@ fn said(outcome: Outcome) -> &'static str {
 
 /// The simulated time now, as the world's clock reads it.
 fn world_clock(dir: &Path) -> Result<i64> {
-    let path = dir.join(WORLD_DB);
-    let conn = rusqlite::Connection::open(&path)
-        .with_context(|| format!("could not open the world at {}", path.display()))?;
-    conn.query_row("SELECT now FROM clock", [], |row| row.get(0))
-        .context("could not read the world's clock")
+    lab::world::read_clock(dir)
 }
 
 fn play(case: &Case, scenario: &Scenario) -> Result<Played> {

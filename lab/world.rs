@@ -12,6 +12,7 @@
 //! back with [`crate::history`].
 
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -35,11 +36,6 @@ const WORLD_SCHEMA: &str = "
         began_ms  INTEGER
     );
     CREATE INDEX IF NOT EXISTS deliveries_by_key ON deliveries (key, at_ms);
-    CREATE TABLE IF NOT EXISTS clock (
-        id  INTEGER PRIMARY KEY CHECK (id = 1),
-        now INTEGER NOT NULL
-    );
-    INSERT OR IGNORE INTO clock (id, now) VALUES (1, 0);
     CREATE TABLE IF NOT EXISTS events (
         seq     INTEGER PRIMARY KEY,
         process INTEGER NOT NULL,
@@ -225,6 +221,74 @@ pub struct Delivery {
     pub began_ms: i64,
 }
 
+/// The scenario's simulated clock: milliseconds since it began, in the
+/// file `clock` of its folder (8 bytes), mapped into every process that
+/// reads or moves it. A case process asks the time several times each
+/// wake-up (its schedule, the case, SQLite's "now") and moves it once:
+/// kept in the world database, each was a transaction with its locks, a
+/// third of what a process of hours of wake-ups cost. Mapped, a read is a
+/// load and a move one atomic add, shared at once by processes that race
+/// on the same folder; what a process wrote is in the file even when it is
+/// aborted a moment later, so a restart goes on from there.
+pub(crate) struct SharedClock {
+    map: memmap2::MmapMut,
+}
+
+/// The clock's file in a scenario's folder.
+const CLOCK_FILE: &str = "clock";
+
+impl SharedClock {
+    /// Maps the clock of the scenario in `dir`, at 0 when it is new.
+    pub(crate) fn open(dir: &Path) -> Result<SharedClock> {
+        let path = dir.join(CLOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("could not open the clock at {}", path.display()))?;
+        let size = std::mem::size_of::<AtomicI64>() as u64;
+        if file.metadata()?.len() < size {
+            // Zeros: the clock at 0. Two processes that both do this
+            // write the same zeros before either moves it.
+            file.set_len(size)
+                .with_context(|| format!("could not set up the clock at {}", path.display()))?;
+        }
+        // SAFETY: the file is the lab's own, in the scenario's private
+        // folder, and never shrinks; every process reaches it only
+        // through `cell`'s atomic operations.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .len(size as usize)
+                .map_mut(&file)
+        }
+        .with_context(|| format!("could not map the clock at {}", path.display()))?;
+        Ok(SharedClock { map })
+    }
+
+    fn cell(&self) -> &AtomicI64 {
+        // SAFETY: the mapping is 8 bytes long and page-aligned, so aligned
+        // for an AtomicI64, and lives as long as `self`.
+        unsafe { &*(self.map.as_ptr() as *const AtomicI64) }
+    }
+
+    /// The simulated time now, in milliseconds.
+    pub(crate) fn now(&self) -> i64 {
+        self.cell().load(Ordering::SeqCst)
+    }
+
+    /// Moves the clock `ms` milliseconds on.
+    fn advance(&self, ms: i64) {
+        self.cell().fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+/// The simulated time now in the scenario in `dir`, as its clock reads.
+pub fn read_clock(dir: &Path) -> Result<i64> {
+    Ok(SharedClock::open(dir)?.now())
+}
+
 pub(crate) fn open(dir: &Path) -> Result<Connection> {
     let path = dir.join(WORLD_DB);
     let conn = Connection::open(&path)
@@ -239,6 +303,7 @@ pub(crate) fn open(dir: &Path) -> Result<Connection> {
 /// The case process's pen: writes events and deliveries to the world.
 pub struct Recorder {
     conn: Connection,
+    clock: SharedClock,
     process: u32,
     /// When the send being recorded began, if a slow provider moved the
     /// clock since: see [`Recorder::began`].
@@ -252,6 +317,7 @@ impl Recorder {
     pub fn open(dir: &Path, process: u32) -> Result<Recorder> {
         Ok(Recorder {
             conn: open(dir)?,
+            clock: SharedClock::open(dir)?,
             process,
             began: None,
             op: None,
@@ -332,18 +398,12 @@ impl Recorder {
 
     /// The simulated time now, in milliseconds.
     pub fn now_ms(&self) -> Result<i64> {
-        self.conn
-            .prepare_cached("SELECT now FROM clock")
-            .and_then(|mut read| read.query_row([], |row| row.get(0)))
-            .context("could not read the clock from the world")
+        Ok(self.clock.now())
     }
 
     /// Moves the simulated clock forward by `ms` milliseconds.
     pub fn advance(&mut self, ms: i64) -> Result<()> {
-        self.conn
-            .prepare_cached("UPDATE clock SET now = now + ?1")
-            .and_then(|mut advance| advance.execute([ms]))
-            .context("could not move the world's clock")?;
+        self.clock.advance(ms);
         Ok(())
     }
 
@@ -383,9 +443,7 @@ impl Recorder {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .context("could not lock the world to record a send")?;
-        let now: i64 = tx
-            .prepare_cached("SELECT now FROM clock")?
-            .query_row([], |row| row.get(0))?;
+        let now = self.clock.now();
         let seen = match key {
             Some(key) if refused.is_none() => tx
                 .prepare_cached(
@@ -521,5 +579,28 @@ impl Recorder {
             .prepare_cached("SELECT count(*) FROM deliveries WHERE channel = ?1 AND recipient = ?2")
             .and_then(|mut count| count.query_row(params![channel, recipient], |row| row.get(0)))
             .context("could not count the sends in the world")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two processes on one folder share one clock: a move by either is
+    /// what the other reads next, and the clock outlives them both.
+    #[test]
+    fn the_clock_is_shared_and_outlives_its_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = Recorder::open(dir.path(), 1).unwrap();
+        let second = Recorder::open(dir.path(), 2).unwrap();
+        assert_eq!(first.now_ms().unwrap(), 0);
+        first.advance(2_500).unwrap();
+        assert_eq!(second.now_ms().unwrap(), 2_500);
+        drop(first);
+        drop(second);
+        assert_eq!(read_clock(dir.path()).unwrap(), 2_500);
+        let mut again = Recorder::open(dir.path(), 3).unwrap();
+        again.advance(500).unwrap();
+        assert_eq!(read_clock(dir.path()).unwrap(), 3_000);
     }
 }

@@ -17,10 +17,11 @@ use std::ffi::{c_int, CStr};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use anyhow::{bail, Context, Result};
-use rusqlite::{ffi, Connection, OpenFlags};
+use anyhow::{bail, Result};
+use rusqlite::ffi;
 
 use crate::db::lock;
+use crate::world::SharedClock;
 
 /// The name the lab's VFS is registered under.
 const NAME: &CStr = c"notify-simulated-now";
@@ -31,7 +32,7 @@ const UNIX_EPOCH_JULIAN_MS: i64 = 210_866_760_000_000;
 
 /// Where "now" comes from: the world's clock and the UTC instant of its 0.
 struct Source {
-    world: Connection,
+    clock: SharedClock,
     start: i64,
 }
 
@@ -45,14 +46,8 @@ static PLATFORM: OnceLock<usize> = OnceLock::new();
 /// epoch).
 pub fn follow(dir: &Path, start: i64) -> Result<()> {
     register()?;
-    let path = dir.join(crate::scenario::WORLD_DB);
-    let world = Connection::open_with_flags(
-        &path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .with_context(|| format!("could not open the world's clock at {}", path.display()))?;
-    world.busy_timeout(std::time::Duration::from_secs(10))?;
-    *lock(&SOURCE) = Some(Source { world, start });
+    let clock = SharedClock::open(dir)?;
+    *lock(&SOURCE) = Some(Source { clock, start });
     Ok(())
 }
 
@@ -61,14 +56,7 @@ pub fn follow(dir: &Path, start: i64) -> Result<()> {
 fn simulated_unix_ms() -> Option<Result<i64>> {
     let source = lock(&SOURCE);
     let source = source.as_ref()?;
-    Some(
-        source
-            .world
-            .prepare_cached("SELECT now FROM clock")
-            .and_then(|mut read| read.query_row([], |row| row.get::<_, i64>(0)))
-            .map(|now| source.start + now)
-            .context("could not read the clock from the world"),
-    )
+    Some(Ok(source.start + source.clock.now()))
 }
 
 /// Registers the lab's VFS as the default, once per process.
@@ -159,6 +147,7 @@ unsafe extern "C" fn current_time(_vfs: *mut ffi::sqlite3_vfs, out: *mut f64) ->
 mod tests {
     use super::*;
     use crate::world::Recorder;
+    use rusqlite::Connection;
 
     /// Every way SQL can ask for "now" answers the scenario's clock, and
     /// follows it when it moves.
