@@ -1982,12 +1982,6 @@ pub fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     rules
 }
 
-/// Looks for a smaller scenario that breaks `rule` too, as delta debugging
-/// does: the chapter offers smaller candidates (bigger cuts first), each is
-/// played (fault-free, then under the same fault when the breach needed
-/// one, then a few others) and kept when it still breaks the rule, until no
-/// candidate does or the plays run out. Returns the smallest failure found,
-/// with its scenario described, and how many processes it took.
 /// Shorter lists to try in place of `items` while shrinking, the bigger cuts
 /// first: each half, when there are more than 3; then `items` without one of
 /// them, when there are from 2 to `each_up_to` (every candidate costs a play
@@ -2012,6 +2006,17 @@ pub fn cut_down<T: Clone>(items: &[T], each_up_to: usize) -> Vec<Vec<T>> {
 /// How many plays a check may spend on shrinking, for all its rules.
 const SHRINK_PLAYS: usize = 60;
 
+/// Shrinking plays this many candidates side by side and keeps the first,
+/// in the chapter's order, that still breaks the rule: a fixed number, not
+/// the machine's cores, so the smallest failure is the same everywhere.
+const SHRINK_WAVE: usize = 2;
+
+/// Looks for a smaller scenario that breaks `rule` too, as delta debugging
+/// does: the chapter offers smaller candidates (bigger cuts first), each is
+/// played (fault-free, then under the same fault when the breach needed
+/// one, then a few others) and kept when it still breaks the rule, until no
+/// candidate does or the plays run out. Returns the smallest failure found,
+/// with its scenario described, and how many processes it took.
 fn shrink<E: Explorer>(
     explorer: &E,
     case: &Case,
@@ -2027,22 +2032,34 @@ fn shrink<E: Explorer>(
         Some(f) => Faults::Like(f.clone(), 1),
         None => Faults::Sample(Some(0)),
     };
+    // Only agreement asks what the reference made of a scenario: shrinking
+    // any other rule leaves it out, and plays the case alone.
+    let reference = reference.filter(|_| rule == Rule::Agrees);
     'smaller: loop {
-        for candidate in explorer.shrink(&current) {
+        let candidates = explorer.shrink(&current);
+        for wave in candidates.chunks(SHRINK_WAVE) {
             if *budget == 0 {
                 break 'smaller;
             }
-            let (judged, c) =
-                judge_one(explorer, case, reference, found.seed, &candidate, &faults)?;
-            *budget = budget.saturating_sub(1 + c.crashes + c.failing);
-            processes += c.processes;
-            if let Some(mut hit) = judged
-                .into_iter()
-                .find(|j| j.breaches.iter().any(|b| b.rule == rule))
-            {
-                hit.breaches.retain(|b| b.rule == rule);
-                best = Some((hit, explorer.describe(&candidate)));
-                current = candidate;
+            let played = in_parallel(wave, |candidate| {
+                judge_one(explorer, case, reference, found.seed, candidate, &faults)
+            });
+            let mut smaller = None;
+            for (candidate, result) in wave.iter().zip(played) {
+                let (judged, c) = result?;
+                *budget = budget.saturating_sub(1 + c.crashes + c.failing);
+                processes += c.processes;
+                let hit = judged
+                    .into_iter()
+                    .find(|j| j.breaches.iter().any(|b| b.rule == rule));
+                if let (None, Some(mut hit)) = (&smaller, hit) {
+                    hit.breaches.retain(|b| b.rule == rule);
+                    smaller = Some((hit, candidate));
+                }
+            }
+            if let Some((hit, candidate)) = smaller {
+                best = Some((hit, explorer.describe(candidate)));
+                current = candidate.clone();
                 continue 'smaller;
             }
         }
