@@ -1720,14 +1720,14 @@ impl World {
                 w.last_activity() + wait
             });
         }
-        // A third of the worlds end with a poison message (chapter 6):
+        // One world in six ends with a poison message (chapter 6):
         // every send of it past its first 429s kills the dispatcher sending
         // it, and only the sweep moves it on, counting each lost attempt,
         // until it dead-letters it on its last. It is told alone once
         // everything else has settled, so no other row is claimed beside
         // it. Drawn from a stream of its own.
         let mut venom = Rng::new(seed ^ 0x0707_9015_0e5a);
-        if venom.between(0, 2) == 0 {
+        if venom.between(0, 5) == 0 {
             let channel = *venom.pick(&["email", "push"]);
             let script = Script::Poison(venom.between(1, 3) as u32);
             let wait = venom.between(0, 60) as i64 * SECOND;
