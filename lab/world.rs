@@ -222,11 +222,11 @@ pub struct Delivery {
 }
 
 /// The scenario's simulated clock: milliseconds since it began, in the
-/// file `clock` of its folder (8 bytes), mapped into every process that
+/// file `world.clock` of its folder (8 bytes), mapped into every process that
 /// reads or moves it. A case process asks the time several times each
 /// wake-up (its schedule, the case, SQLite's "now") and moves it once:
 /// kept in the world database, each was a transaction with its locks, a
-/// third of what a process of hours of wake-ups cost. Mapped, a read is a
+/// quarter of what an idle wake-up cost. Mapped, a read is a
 /// load and a move one atomic add, shared at once by processes that race
 /// on the same folder; what a process wrote is in the file even when it is
 /// aborted a moment later, so a restart goes on from there.
@@ -235,7 +235,7 @@ pub(crate) struct SharedClock {
 }
 
 /// The clock's file in a scenario's folder.
-const CLOCK_FILE: &str = "clock";
+const CLOCK_FILE: &str = "world.clock";
 
 impl SharedClock {
     /// Maps the clock of the scenario in `dir`, at 0 when it is new.
