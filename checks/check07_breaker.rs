@@ -1262,6 +1262,11 @@ const SWEPT_WITHIN: i64 = 6 * MINUTE + 30 * SECOND;
 /// How long a row's four attempts take: 5 s, 30 s and 5 min apart, and a
 /// wake-up.
 const RETRIED_FOR: i64 = 5 * MINUTE + 37 * SECOND;
+/// A crowd whose flaky address tips the breaker open hears nothing else on
+/// its channel for this long before, nor (see [`World::generate`]) after:
+/// no earlier send in its breaker's window, and none that an open breaker
+/// would hold back.
+const TIPPED_QUIET: i64 = 2 * MINUTE;
 /// How long a flaky or dead address's row may take: if a crash loses its
 /// first attempt, the sweep hands it back 5 to 6 minutes later, and its
 /// next two retries come 30 s and 5 min after that.
@@ -1720,6 +1725,76 @@ impl World {
                 w.last_activity() + wait
             });
         }
+        // One world in four has a flaky address that fails three times in
+        // a crowd of only two whose sends work, on a channel that hears
+        // nothing else for minutes either side: its third failure makes
+        // three of five sends in the window, so a breaker with the
+        // chapter's numbers opens on a provider that works, and when its
+        // probe is due nothing is: the row sits out its 5-minute backoff,
+        // which no probe may cut short. (Larger numbers never open there.)
+        // Drawn from a stream of its own, after everything but the poison.
+        let mut tip = Rng::new(seed ^ 0x0707_7199_c0de);
+        let channel = *tip.pick(&["email", "push"]);
+        // Not on a channel with an address that always fails: a crash may
+        // hand its retries back late, into the open breaker, whose probes
+        // would then find it for ever.
+        let dead = world
+            .people
+            .iter()
+            .any(|p| p.channel == channel && p.script == Script::Dead);
+        if tip.between(0, 3) == 0 && !dead {
+            // What keeps the channel busy: each notification, with the
+            // retries of an address that fails on its own, and each
+            // trouble, from the quiet before it to its settling.
+            let busy: Vec<(i64, i64)> = world
+                .told()
+                .iter()
+                .filter(|t| world.people[t.who].channel == channel)
+                .map(|t| match world.people[t.who].script.special() {
+                    true => (t.at, t.at + RETRIED_FOR),
+                    false => (t.at, t.at),
+                })
+                .chain(
+                    world
+                        .troubles()
+                        .filter(|t| t.channel == channel)
+                        .map(|t| (t.from - QUIET_BEFORE, t.to + SETTLING)),
+                )
+                .collect();
+            // The earliest time, at the start or after something busy,
+            // whose crowd and retries keep clear of everything busy.
+            let jitter = tip.between(0, 30) as i64 * SECOND;
+            let fits = |at: i64| {
+                let (from, to) = (at - TIPPED_QUIET, at + RETRIED_FOR + TIPPED_QUIET);
+                busy.iter().all(|&(a, b)| b < from || a > to)
+            };
+            let at = std::iter::once(0)
+                .chain(busy.iter().map(|&(_, b)| b))
+                .map(|after| after + TIPPED_QUIET + jitter)
+                .filter(|&at| fits(at))
+                .min()
+                .unwrap_or_default();
+            let fine: Vec<usize> = (0..world.people.len())
+                .filter(|&i| {
+                    let p = &world.people[i];
+                    p.channel == channel && p.script == Script::Fine
+                })
+                .collect();
+            let crowd = [*tip.pick(&fine), *tip.pick(&fine)];
+            let flaky = text();
+            let stretch = world.stretches.len();
+            world.tell_newcomer(&names, channel, Script::Flaky(3), flaky, |_| at);
+            let added = world.stretches.len() > stretch;
+            for who in crowd.into_iter().filter(|_| added) {
+                let told = Told {
+                    at,
+                    who,
+                    text: text(),
+                };
+                let place = tip.between(0, world.stretches[stretch].told.len() as u64) as usize;
+                world.stretches[stretch].told.insert(place, told);
+            }
+        }
         // One world in six ends with a poison message (chapter 6):
         // every send of it past its first 429s kills the dispatcher sending
         // it, and only the sweep moves it on, counting each lost attempt,
@@ -2065,6 +2140,27 @@ const DIMENSIONS: &[Dimension<World>] = &[
         },
     },
     Dimension {
+        name: "three failures of one address among five sends: a breaker opens on a provider that works, and nothing is due when it may probe",
+        reached: |w| {
+            w.stretches.iter().any(|s| {
+                let channel = |t: &Told| w.people[t.who].channel;
+                let Some(first) = s.told.first() else {
+                    return false;
+                };
+                s.trouble.is_none()
+                    && s.told.len() == 3
+                    && s.told
+                        .iter()
+                        .any(|t| w.people[t.who].script == Script::Flaky(3))
+                    && w.told().iter().all(|o| {
+                        channel(o) != channel(first)
+                            || s.told.iter().any(|t| std::ptr::eq(t, *o))
+                            || !(first.at - TIPPED_QUIET..first.at + RETRIED_FOR).contains(&o.at)
+                    })
+            })
+        },
+    },
+    Dimension {
         name: "a deploy while a provider is in trouble",
         reached: |w| {
             w.deploy_at
@@ -2126,6 +2222,7 @@ impl Explorer for Generated {
             // An answer closes the breaker; the next wake-up, or the one
             // after, sends what waited.
             closes_on_answer: 2 * TICK + SECOND,
+            one_probe: true,
             sent_once: false,
         }
     }

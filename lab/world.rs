@@ -175,6 +175,10 @@ pub enum Outcome {
     Rejected,
 }
 
+/// How the world stores a failed send that was a 429: read back as
+/// [`Outcome::Failed`], with [`Delivery::limited`] set.
+pub const LIMITED: &str = "limited";
+
 const OUTCOMES: [(Outcome, &str); 4] = [
     (Outcome::Delivered, "delivered"),
     (Outcome::Deduplicated, "deduplicated"),
@@ -191,6 +195,8 @@ impl Outcome {
             .unwrap_or("?")
     }
 
+    /// The outcome a stored name stands for: a 429 ([`LIMITED`]) is a
+    /// failure.
     pub(crate) fn parse(name: &str) -> Outcome {
         OUTCOMES
             .iter()
@@ -213,6 +219,11 @@ pub struct Delivery {
     /// The idempotency key the caller gave, if any.
     pub key: Option<String>,
     pub outcome: Outcome,
+    /// A failure that was a 429: the provider is up and asked the caller
+    /// to slow down. It fails the send all the same (a retry may work), but
+    /// it says nothing against the provider.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub limited: bool,
     /// Simulated time of the send, in milliseconds: when its answer came.
     pub at_ms: i64,
     /// Simulated time the send began, in milliseconds: `at_ms` less the
@@ -308,6 +319,8 @@ pub struct Recorder {
     /// When the send being recorded began, if a slow provider moved the
     /// clock since: see [`Recorder::began`].
     began: Option<i64>,
+    /// Whether the next send recorded was answered 429 (see [`Recorder::limited`]).
+    limited: bool,
     op: Option<String>,
     subject: Option<String>,
 }
@@ -320,6 +333,7 @@ impl Recorder {
             clock: SharedClock::open(dir)?,
             process,
             began: None,
+            limited: false,
             op: None,
             subject: None,
         })
@@ -430,6 +444,13 @@ impl Recorder {
         self.began = Some(at);
     }
 
+    /// Notes that the next send recorded, a failure, was the provider
+    /// asking to slow down (a 429) rather than failing: it is up, and
+    /// answered. The history keeps the difference ([`Delivery::limited`]).
+    pub fn limited(&mut self) {
+        self.limited = true;
+    }
+
     pub fn attempt_with_html(
         &mut self,
         channel: &str,
@@ -472,7 +493,10 @@ impl Recorder {
             body,
             html,
             key,
-            outcome.name(),
+            match std::mem::take(&mut self.limited) {
+                true if outcome == Outcome::Failed => LIMITED,
+                _ => outcome.name(),
+            },
             now,
             self.began.take().unwrap_or(now)
         ])?;

@@ -264,6 +264,9 @@ impl Provider {
             None if down => Some(Outcome::Failed),
             None => self.refusal(&rec, to)?,
         };
+        if retry_after.is_some() {
+            rec.limited();
+        }
         let outcome = rec.attempt_with_html(self.channel, to, body, html, key, refused)?;
         if self.script.unanswered.iter().any(|r| r == to) {
             // The provider got the request and failed it; the answer is lost.

@@ -172,6 +172,12 @@ pub struct Invariants {
     /// chapter 7's breaker, which holds rows back only while its provider
     /// fails (0: not judged). Needs [`Explorer::published`].
     pub closes_on_answer: i64,
+    /// With `breaker` and `closes_on_answer`, chapter 7's open state: a
+    /// probe that failed opens the breaker for another `probe_after`, so
+    /// the dispatcher that sent it sends nothing more on its channel for
+    /// that long, whatever else opens or closes. Fault-free only, like
+    /// `closes_on_answer`.
+    pub one_probe: bool,
     /// When a crash loses a send's answer, the message goes out again no
     /// sooner than this many ms after that send (chapter 6's sweep, which
     /// takes back only a claim this old; 0: not judged). For worlds whose
@@ -527,6 +533,8 @@ pub enum Rule {
     SweptLate,
     /// A provider that answers is not held back by a breaker.
     ClosesOnAnswer,
+    /// A failed probe holds its channel for the breaker's whole wait.
+    OneProbe,
     /// Every send has its message's key, one key per message.
     Keyed,
 }
@@ -549,6 +557,9 @@ impl Rule {
             }
             Rule::ClosesOnAnswer => {
                 "once a provider answers, its breaker lets the waiting rows through (chapter 7)"
+            }
+            Rule::OneProbe => {
+                "while a provider fails, its breaker lets one probe through per wait (chapter 7)"
             }
             Rule::Keyed => "every send carries its message's key, and only that one (chapter 2)",
         }
@@ -938,6 +949,16 @@ fn invariants(
             });
         }
     }
+    if let Some(breaker) = rules.breaker.filter(|_| rules.one_probe) {
+        let lines =
+            after_a_failed_probe(breaker, rules.closes_on_answer, published, &played.history);
+        if !lines.is_empty() {
+            found.push(Breach {
+                rule: Rule::OneProbe,
+                lines,
+            });
+        }
+    }
     if rules.told_once {
         let mut seen: BTreeMap<(String, String, String), u32> = BTreeMap::new();
         for d in played
@@ -1239,6 +1260,77 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
                     waiting.recipient
                 ));
                 break;
+            }
+        }
+    }
+    lines
+}
+
+/// Sends that came sooner than the breaker's wait after a failed probe of
+/// the same dispatcher on the same channel (see [`Invariants::one_probe`]).
+///
+/// Which send was a probe, the provider's side tells without the case's
+/// numbers: one that ends a silence of its dispatcher on its channel of at
+/// least the breaker's wait (less a wake-up), during which a message of
+/// that channel waited, never tried, for longer than `held` (how soon a
+/// closed breaker lets a waiting message out). Only an open breaker holds a
+/// due message back that long, and from an open breaker the first send is
+/// the probe. A probe that failed (a 503 or no answer; a 429 is the
+/// provider answering) opens it again for the whole wait.
+fn after_a_failed_probe(
+    breaker: Breaker,
+    held: i64,
+    published: &[Published],
+    history: &History,
+) -> Vec<String> {
+    let wait = breaker.probe_after - breaker.slack;
+    let mut lines = Vec::new();
+    for channel in ["email", "push"] {
+        let attempts: Vec<&Delivery> = history.attempts(channel).collect();
+        let first_try = |p: &Published| {
+            attempts
+                .iter()
+                .filter(|d| d.recipient == p.recipient && d.body == p.body)
+                .map(|d| d.began_ms)
+                .min()
+        };
+        let mut processes: Vec<u32> = attempts.iter().map(|d| d.process).collect();
+        processes.sort_unstable();
+        processes.dedup();
+        'process: for process in processes {
+            let own: Vec<&&Delivery> = attempts.iter().filter(|d| d.process == process).collect();
+            for k in 1..own.len().saturating_sub(1) {
+                let (before, probe, next) = (own[k - 1], own[k], own[k + 1]);
+                if probe.outcome != Outcome::Failed || probe.limited {
+                    continue;
+                }
+                if probe.began_ms - before.at_ms < wait || next.began_ms - probe.at_ms >= wait {
+                    continue;
+                }
+                // What the breaker held back, another message than the
+                // probe's own when there is one.
+                let held_back = published
+                    .iter()
+                    .filter(|p| {
+                        p.channel == channel
+                            && p.at + held <= probe.began_ms
+                            && first_try(p).is_none_or(|t| t >= probe.began_ms)
+                    })
+                    .min_by_key(|p| (p.recipient == probe.recipient && p.body == probe.body, p.at));
+                let Some(waited) = held_back else {
+                    continue;
+                };
+                lines.push(format!(
+                    "the {channel} probe to {} failed at {}, yet the same dispatcher sent to {} {} later, not {}: a failed probe keeps the breaker open (it had held {}'s message back since {})",
+                    probe.recipient,
+                    clock(probe.at_ms),
+                    next.recipient,
+                    span(next.began_ms - probe.at_ms),
+                    span(breaker.probe_after),
+                    waited.recipient,
+                    clock(waited.at.max(before.at_ms)),
+                ));
+                continue 'process;
             }
         }
     }
@@ -1904,7 +1996,7 @@ pub fn explore<E: Explorer>(
         let Some(first) = first else {
             // Agreement is judged on the plays without faults only.
             let evidence = match rule {
-                Rule::Agrees | Rule::ClosesOnAnswer => {
+                Rule::Agrees | Rule::ClosesOnAnswer | Rule::OneProbe => {
                     format!("{} scenarios, without faults", coverage.scenarios)
                 }
                 _ => evidence.clone(),
@@ -1975,6 +2067,9 @@ pub fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     }
     if invariants.closes_on_answer > 0 {
         rules.push(Rule::ClosesOnAnswer);
+    }
+    if invariants.one_probe && invariants.breaker.is_some() {
+        rules.push(Rule::OneProbe);
     }
     if invariants.keyed {
         rules.push(Rule::Keyed);

@@ -33,8 +33,8 @@ impl History {
                  FROM deliveries ORDER BY id",
             )?
             .query_map([], |row| {
-                let outcome: String = row.get(5)?;
-                let outcome = Outcome::parse(&outcome);
+                let name: String = row.get(5)?;
+                let outcome = Outcome::parse(&name);
                 Ok(Delivery {
                     process: row.get(0)?,
                     channel: row.get(1)?,
@@ -43,6 +43,7 @@ impl History {
                     html: row.get(7)?,
                     key: row.get(4)?,
                     outcome,
+                    limited: name == crate::world::LIMITED,
                     at_ms: row.get(6)?,
                     began_ms: row.get(8)?,
                 })
