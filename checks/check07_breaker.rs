@@ -1687,19 +1687,14 @@ impl World {
             if trouble.hang || answering.is_empty() || more.between(0, 1) == 0 {
                 continue;
             }
-            // Half the time, an address it refuses goes sixth: the first
-            // row a breaker that opens on five failures holds back, and so
-            // the first it probes. When the trouble is over by then, the
-            // refusal is how a provider that is back answers that probe
-            // (a 429 would read as a failure, like a 503).
-            let refused: Vec<usize> = answering
-                .iter()
-                .copied()
-                .filter(|&w| world.people[w].script == Script::Refused)
-                .collect();
+            // Half the time, an address it refuses or slows down goes
+            // sixth: the first row a breaker that opens on five failures
+            // holds back, and so the first it probes. When the trouble is
+            // over by then, the refusal or the 429 is how a provider that
+            // is back answers that probe: an answer, not a failure.
             let told = &mut world.stretches[i].told;
             let (place, who) = match more.between(0, 1) {
-                0 if !refused.is_empty() => (told.len().min(5), *more.pick(&refused)),
+                0 => (told.len().min(5), *more.pick(&answering)),
                 _ => (
                     more.between(0, told.len() as u64) as usize,
                     *more.pick(&answering),
@@ -1807,6 +1802,39 @@ impl World {
             let script = Script::Poison(venom.between(1, 3) as u32);
             let wait = venom.between(0, 60) as i64 * SECOND;
             world.tell_newcomer(&names, channel, script, text(), |w| w.settled_by() + wait);
+        }
+        // One outage in two of those over before the breaker's first
+        // probe gets a newcomer sixth in its backlog, whom the provider
+        // refuses or slows down: the first row a breaker that opens on five
+        // failures holds back, and so its first probe, which the provider,
+        // back by then, answers with a 4xx. That answer says it is up.
+        // Drawn from a stream of its own, last of all.
+        let mut answer = Rng::new(seed ^ 0x0707_4290_a115);
+        for i in 0..world.stretches.len() {
+            let Some(trouble) = world.stretches[i].trouble.clone() else {
+                continue;
+            };
+            let short = trouble.to - trouble.from < PROBE_EVERY;
+            if trouble.hang || !short || answer.between(0, 1) == 0 {
+                continue;
+            }
+            let script = *answer.pick(&[Script::Refused, Script::Limited(1)]);
+            let used: Vec<&str> = world.people.iter().map(|p| p.name.as_str()).collect();
+            let Some(name) = names.iter().find(|n| !used.contains(n)) else {
+                break;
+            };
+            world.people.push(Someone {
+                name: name.to_string(),
+                channel: trouble.channel,
+                script,
+            });
+            let told = Told {
+                at: trouble.from,
+                who: world.people.len() - 1,
+                text: text(),
+            };
+            let backlog = &mut world.stretches[i].told;
+            backlog.insert(backlog.len().min(5), told);
         }
         world.ended()
     }
@@ -2035,12 +2063,12 @@ const DIMENSIONS: &[Dimension<World>] = &[
         reached: |w| w.troubles().any(|t| t.to - t.from < PROBE_EVERY),
     },
     Dimension {
-        name: "a provider back before the breaker's first probe, which goes to an address it refuses",
+        name: "a provider back before the breaker's first probe, which goes to an address it refuses or slows down",
         reached: |w| {
             backlogs(w).any(|(t, rows)| {
                 !t.hang
                     && t.to - t.from < PROBE_EVERY
-                    && rows.get(5).is_some_and(|p| p.script == Script::Refused)
+                    && rows.get(5).is_some_and(|p| p.script.answers_4xx())
             })
         },
     },

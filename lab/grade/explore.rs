@@ -166,8 +166,9 @@ pub struct Invariants {
     /// been a probe costs its row nothing, so the row may go out again at
     /// once, and its backoff counts only its other failures.
     pub breaker: Option<Breaker>,
-    /// Once a provider answers a send on a channel (it delivers, or refuses
-    /// one address: anything but a failure), a message on that channel
+    /// Once a provider answers a send on a channel (it delivers, refuses
+    /// one address or asks it to slow down: anything but a 503 or no
+    /// answer), a message on that channel
     /// that was waiting, never tried, goes out within this many ms:
     /// chapter 7's breaker, which holds rows back only while its provider
     /// fails (0: not judged). Needs [`Explorer::published`].
@@ -1235,7 +1236,9 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
         let attempts: Vec<&Delivery> = history.attempts(channel).collect();
         for answer in &attempts {
             let at = answer.at_ms;
-            if answer.outcome == Outcome::Failed || at + within >= last {
+            // A 429 is an answer too: the provider is up, and only asks
+            // for less of one address.
+            if (answer.outcome == Outcome::Failed && !answer.limited) || at + within >= last {
                 continue;
             }
             let next = attempts.iter().map(|d| d.at_ms).filter(|&t| t > at).min();
