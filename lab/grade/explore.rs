@@ -223,7 +223,8 @@ impl Breaker {
     /// deliveries: a send before which nothing went to its provider for
     /// the breaker's wait, and whose last send before that wait left the
     /// breaker open (it failed, and either its window held enough sends,
-    /// mostly failed, or it was a probe itself). Judged over each
+    /// mostly failed, or it was a probe itself). A 429 is no failure here:
+    /// it is the provider answering. Judged over each
     /// dispatcher's own sends and over the channel's, so that a breaker in
     /// memory and one shared in a table both have their probes.
     fn probes(&self, deliveries: &[Delivery]) -> BTreeSet<usize> {
@@ -233,8 +234,9 @@ impl Breaker {
         for (k, &i) in order.iter().enumerate() {
             let d = &deliveries[i];
             // Only a failed probe is ever asked about: one that got
-            // through is followed by no backoff.
-            if d.outcome != Outcome::Failed {
+            // through is followed by no backoff, and a 429 is the provider
+            // answering, which closes a breaker.
+            if d.outcome != Outcome::Failed || d.limited {
                 continue;
             }
             let may = |same: &dyn Fn(&Delivery) -> bool| -> bool {
@@ -247,7 +249,7 @@ impl Breaker {
                     return false;
                 };
                 let q = &deliveries[last];
-                if q.outcome != Outcome::Failed {
+                if q.outcome != Outcome::Failed || q.limited {
                     return false;
                 }
                 let window: Vec<&Delivery> = before
@@ -257,7 +259,7 @@ impl Breaker {
                     .collect();
                 let failed = window
                     .iter()
-                    .filter(|o| o.outcome == Outcome::Failed)
+                    .filter(|o| o.outcome == Outcome::Failed && !o.limited)
                     .count();
                 (window.len() >= self.opens_after && failed > self.opens_after / 2)
                     || probes.contains(&last)
@@ -950,7 +952,7 @@ fn invariants(
             });
         }
     }
-    if let Some(breaker) = rules.breaker.filter(|_| rules.one_probe) {
+    if let Some(breaker) = rules.breaker.filter(|_| judges_one_probe(&rules)) {
         let lines =
             after_a_failed_probe(breaker, rules.closes_on_answer, published, &played.history);
         if !lines.is_empty() {
@@ -1267,6 +1269,12 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
         }
     }
     lines
+}
+
+/// Whether [`Invariants::one_probe`] is judged: it needs the breaker's
+/// wait, and how soon a closed breaker lets a waiting message out.
+fn judges_one_probe(rules: &Invariants) -> bool {
+    rules.one_probe && rules.breaker.is_some() && rules.closes_on_answer > 0
 }
 
 /// Sends that came sooner than the breaker's wait after a failed probe of
@@ -2071,7 +2079,7 @@ pub fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
     if invariants.closes_on_answer > 0 {
         rules.push(Rule::ClosesOnAnswer);
     }
-    if invariants.one_probe && invariants.breaker.is_some() {
+    if judges_one_probe(&invariants) {
         rules.push(Rule::OneProbe);
     }
     if invariants.keyed {
