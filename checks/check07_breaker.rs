@@ -1819,18 +1819,12 @@ impl World {
                 continue;
             }
             let script = *answer.pick(&[Script::Refused, Script::Limited(1)]);
-            let used: Vec<&str> = world.people.iter().map(|p| p.name.as_str()).collect();
-            let Some(name) = names.iter().find(|n| !used.contains(n)) else {
+            let Some(who) = world.newcomer(&names, trouble.channel, script) else {
                 break;
             };
-            world.people.push(Someone {
-                name: name.to_string(),
-                channel: trouble.channel,
-                script,
-            });
             let told = Told {
                 at: trouble.from,
-                who: world.people.len() - 1,
+                who,
                 text: text(),
             };
             let backlog = &mut world.stretches[i].told;
@@ -1850,18 +1844,24 @@ impl World {
         text: String,
         at: impl FnOnce(&World) -> i64,
     ) {
-        let used: Vec<&str> = self.people.iter().map(|p| p.name.as_str()).collect();
-        let Some(name) = names.iter().find(|n| !used.contains(n)) else {
+        let Some(who) = self.newcomer(names, channel, script) else {
             return;
         };
+        let at = at(self);
+        self.stretches.push(Stretch::alone(at, who, text));
+    }
+
+    /// Someone new to the world, with the first name of `names` nobody
+    /// has: their index among the people (none, when every name is taken).
+    fn newcomer(&mut self, names: &[&str], channel: &'static str, script: Script) -> Option<usize> {
+        let used: Vec<&str> = self.people.iter().map(|p| p.name.as_str()).collect();
+        let name = names.iter().find(|n| !used.contains(n))?;
         self.people.push(Someone {
             name: name.to_string(),
             channel,
             script,
         });
-        let at = at(self);
-        let who = self.people.len() - 1;
-        self.stretches.push(Stretch::alone(at, who, text));
+        Some(self.people.len() - 1)
     }
 
     fn troubles(&self) -> impl Iterator<Item = &Trouble> {
