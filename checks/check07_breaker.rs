@@ -2019,6 +2019,10 @@ pub const BREAKER: Breaker = Breaker {
     slack: TICK,
 };
 
+/// How soon a waiting row goes out once its breaker closes: the next
+/// wake-up, or the one after.
+const AT_AN_ANSWER: i64 = 2 * TICK + SECOND;
+
 /// How soon a row told on a channel whose breaker is closed goes out: the
 /// next wake-up, or a few when a crowd is claimed in turns.
 const AT_ONCE: i64 = 10 * SECOND;
@@ -2249,8 +2253,8 @@ impl Explorer for Generated {
             orphaned_after: ORPHANED_AFTER,
             // An answer closes the breaker; the next wake-up, or the one
             // after, sends what waited.
-            closes_on_answer: 2 * TICK + SECOND,
-            one_probe: true,
+            closes_on_answer: AT_AN_ANSWER,
+            one_probe: AT_AN_ANSWER,
             sent_once: false,
         }
     }

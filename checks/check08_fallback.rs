@@ -2085,8 +2085,24 @@ impl Explorer for Generated {
             keyed: true,
             retry_gaps: &RETRY_GAPS,
             breaker: Some(super::check07_breaker::BREAKER),
+            // Chapter 7's open breaker: one probe per wait. A push the
+            // breaker held past the deadline goes by email, but its push
+            // was held all the same.
+            one_probe: 2 * WORLD_TICK + SECOND,
             ..Invariants::default()
         }
+    }
+
+    fn published(&self, world: &World) -> Vec<lab::explore::Published> {
+        world
+            .notices()
+            .map(|n| lab::explore::Published {
+                channel: n.member.channel.to_string(),
+                recipient: n.member.recipient(),
+                body: n.text(),
+                at: n.news.at,
+            })
+            .collect()
     }
 
     fn observe(&self, world: &World, run: &Run) -> Result<Observation> {

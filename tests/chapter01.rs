@@ -57,7 +57,9 @@ fn shipped() -> &'static (i32, Value) {
 /// `check 1 --variant send-after-commit`, played once for every test that judges it.
 fn send_after_commit() -> &'static (i32, Value) {
     static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
-    REPORT.get_or_init(|| common::checked_json(&["1", "--variant", "send-after-commit"]))
+    REPORT.get_or_init(|| {
+        common::checked_json(&["1", "--no-shrink", "--variant", "send-after-commit"])
+    })
 }
 
 #[test]
@@ -169,14 +171,15 @@ fn sending_after_commit_loses_the_email_in_a_crash() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_outbox_row_in_a_second_transaction_fails_the_crash_properties() {
-    let (_, report) = common::checked_json(&["1", "--variant", "second-transaction"]);
+    let (_, report) =
+        common::checked_json(&["1", "--no-shrink", "--variant", "second-transaction"]);
     assert_eq!(pattern(&report), "PASS PASS FAIL PASS PASS FAIL PASS PASS");
 }
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn sending_inside_the_transaction_fails_when_the_commit_fails() {
-    let (_, report) = common::checked_json(&["1", "--variant", "check-seats-first"]);
+    let (_, report) = common::checked_json(&["1", "--no-shrink", "--variant", "check-seats-first"]);
     assert_eq!(pattern(&report), "PASS PASS PASS FAIL PASS FAIL PASS PASS");
     let scenario = report["verdicts"][SURVIVES]["scenario"].as_str().unwrap();
     assert!(scenario.contains("commit 1 fails"), "{scenario}");
@@ -185,7 +188,7 @@ fn sending_inside_the_transaction_fails_when_the_commit_fails() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
-    let (code, report) = common::checked_json(&["1", "--variant", "only-acme"]);
+    let (code, report) = common::checked_json(&["1", "--no-shrink", "--variant", "only-acme"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS FAIL FAIL PASS FAIL PASS PASS PASS");
     // It passes the chapter's own batch: the failure names a seed to replay.
@@ -196,8 +199,14 @@ fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
         .expect("a generated scenario's seed");
     assert_eq!(seed, generated, "both fail on the first seed");
     // --seed replays the random batch and the generated scenario of that seed.
-    let (_, replay) =
-        common::checked_json(&["1", "--variant", "only-acme", "--seed", &seed.to_string()]);
+    let (_, replay) = common::checked_json(&[
+        "1",
+        "--no-shrink",
+        "--variant",
+        "only-acme",
+        "--seed",
+        &seed.to_string(),
+    ]);
     assert_eq!(replay["verdicts"][1]["pass"], false);
     assert_eq!(replay["verdicts"][1]["seed"].as_u64(), Some(seed));
     assert_eq!(replay["verdicts"][AGREES]["pass"], false);
@@ -207,7 +216,8 @@ fn a_fix_tuned_to_the_chapter_batch_fails_on_a_random_batch() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn one_email_per_person_never_tells_a_second_workspace() {
-    let (code, report) = common::checked_json(&["1", "--variant", "one-email-per-person"]);
+    let (code, report) =
+        common::checked_json(&["1", "--no-shrink", "--variant", "one-email-per-person"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL FAIL PASS PASS");
     let agrees = &report["verdicts"][AGREES];
@@ -230,7 +240,8 @@ fn one_email_per_person_never_tells_a_second_workspace() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
-    let (code, report) = common::checked_json(&["1", "--variant", "relay-marks-first"]);
+    let (code, report) =
+        common::checked_json(&["1", "--no-shrink", "--variant", "relay-marks-first"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS FAIL");
     let survives = &report["verdicts"][SURVIVES];
@@ -245,7 +256,8 @@ fn marking_a_row_before_sending_it_loses_it_in_a_crash() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_seat_taken_outside_the_transaction_is_lost_with_it() {
-    let (code, report) = common::checked_json(&["1", "--variant", "seat-outside-transaction"]);
+    let (code, report) =
+        common::checked_json(&["1", "--no-shrink", "--variant", "seat-outside-transaction"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS PASS FAIL PASS PASS");
     let details = report["verdicts"][SURVIVES]["details"].to_string();
@@ -301,7 +313,8 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
 fn one_outbox_row_per_recipient_loses_an_invite_waiting_beside_another() {
     // Someone invited twice before the relay ran: the second invite took
     // the first one's row, and its email was never sent.
-    let (code, report) = common::checked_json(&["1", "--variant", "one-row-per-recipient"]);
+    let (code, report) =
+        common::checked_json(&["1", "--no-shrink", "--variant", "one-row-per-recipient"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL FAIL PASS PASS");
     let detail = report["verdicts"][AGREES]["details"][0].as_str().unwrap();
@@ -316,7 +329,8 @@ fn one_outbox_row_per_recipient_loses_an_invite_waiting_beside_another() {
 fn marking_the_whole_round_at_its_end_loses_an_invite_made_during_it() {
     // An invite can commit while a relay round is sending: a relay that
     // marks every unsent row at the end marks that one too, unsent.
-    let (code, report) = common::checked_json(&["1", "--variant", "mark-round-at-end"]);
+    let (code, report) =
+        common::checked_json(&["1", "--no-shrink", "--variant", "mark-round-at-end"]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS PASS PASS PASS");
     let scenario = report["verdicts"][1]["scenario"].as_str().unwrap();
@@ -333,7 +347,12 @@ fn marking_the_whole_round_at_its_end_loses_an_invite_made_during_it() {
 fn an_invite_made_twice_that_queues_a_second_email_tells_the_member_twice() {
     // Only the generated worlds make an invite twice (a double click, a
     // retried request): the repeat owes nothing, whatever it answers.
-    let (code, report) = common::checked_json(&["1", "--variant", "repeat-invite-emails-again"]);
+    let (code, report) = common::checked_json(&[
+        "1",
+        "--no-shrink",
+        "--variant",
+        "repeat-invite-emails-again",
+    ]);
     assert_eq!(code, 1);
     assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL FAIL FAIL PASS");
     let told = &report["verdicts"][TOLD_ONCE];

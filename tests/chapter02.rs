@@ -69,12 +69,12 @@ fn shipped() -> &'static (i32, Value) {
 /// `check 2 --variant process-key`, played once for every test that judges it.
 fn process_key() -> &'static (i32, Value) {
     static REPORT: OnceLock<(i32, Value)> = OnceLock::new();
-    REPORT.get_or_init(|| common::checked_json(&["2", "--variant", "process-key"]))
+    REPORT.get_or_init(|| common::checked_json(&["2", "--no-shrink", "--variant", "process-key"]))
 }
 
 /// The pattern of `check 2 --variant NAME`, and its report.
 fn variant(name: &str) -> (String, Value) {
-    let (code, report) = common::checked_json(&["2", "--variant", name]);
+    let (code, report) = common::checked_json(&["2", "--no-shrink", "--variant", name]);
     assert_eq!(code, 1, "{name} fails");
     (pattern(&report), report)
 }

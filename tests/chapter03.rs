@@ -137,7 +137,7 @@ fn the_reference_solution_passes_everything() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn select_then_update_sends_rows_twice() {
-    let (code, report) = checked_json(&["3", "--variant", "select-then-update"]);
+    let (code, report) = checked_json(&["3", "--no-shrink", "--variant", "select-then-update"]);
     assert_eq!(code, 1);
     assert_eq!(verdict(&report, 0)["pass"], false);
     assert_eq!(verdict(&report, 2)["pass"], false);
@@ -169,7 +169,7 @@ fn a_deferred_transaction_gives_up_instead_of_waiting() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_that_ignores_the_status_takes_rows_in_flight() {
-    let (_, report) = checked_json(&["3", "--variant", "claim-ignores-status"]);
+    let (_, report) = checked_json(&["3", "--no-shrink", "--variant", "claim-ignores-status"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
     assert_eq!(verdict(&report, 2)["pass"], false);
 }
@@ -177,21 +177,21 @@ fn a_claim_that_ignores_the_status_takes_rows_in_flight() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_without_an_owner_sends_what_others_claimed() {
-    let (_, report) = checked_json(&["3", "--variant", "no-owner"]);
+    let (_, report) = checked_json(&["3", "--no-shrink", "--variant", "no-owner"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
 }
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn ignoring_what_the_claim_changed_sends_rows_twice() {
-    let (_, report) = checked_json(&["3", "--variant", "claim-count-ignored"]);
+    let (_, report) = checked_json(&["3", "--no-shrink", "--variant", "claim-count-ignored"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
 }
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn sending_inside_the_claim_makes_the_other_relay_wait() {
-    let (code, report) = checked_json(&["3", "--variant", "send-inside-claim"]);
+    let (code, report) = checked_json(&["3", "--no-shrink", "--variant", "send-inside-claim"]);
     assert_eq!(
         pattern(&report),
         "PASS PASS PASS FAIL PASS FAIL PASS PASS PASS"
@@ -206,7 +206,7 @@ fn sending_inside_the_claim_makes_the_other_relay_wait() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn the_key_alone_hides_the_race_but_does_not_end_it() {
-    let (code, report) = checked_json(&["3", "--variant", "key-only"]);
+    let (code, report) = checked_json(&["3", "--no-shrink", "--variant", "key-only"]);
     assert_eq!(
         pattern(&report),
         "PASS PASS FAIL PASS PASS PASS PASS PASS PASS"
@@ -222,7 +222,7 @@ fn the_key_alone_hides_the_race_but_does_not_end_it() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn rows_split_by_relay_number_fail_with_more_relays() {
-    let (code, report) = checked_json(&["3", "--variant", "rows-by-relay-number"]);
+    let (code, report) = checked_json(&["3", "--no-shrink", "--variant", "rows-by-relay-number"]);
     assert_eq!(code, 1);
     let failed = verdict(&report, 0);
     assert_eq!(failed["pass"], false);
@@ -262,14 +262,14 @@ fn verdicts_are_the_same_on_every_run() {
 fn mistakes_made_while_following_the_chapter_fail() {
     // Chapter 1's outbox, undone while reworking the relay: a crash between
     // the membership's commit and the outbox row's loses the email.
-    let (code, report) = checked_json(&["3", "--variant", "outbox-after-commit"]);
+    let (code, report) = checked_json(&["3", "--no-shrink", "--variant", "outbox-after-commit"]);
     assert_eq!(code, 1);
     assert_eq!(
         pattern(&report),
         "PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
     );
     // Claimed and sent, never marked: the outbox says nothing went out.
-    let (_, report) = checked_json(&["3", "--variant", "forgets-to-mark-sent"]);
+    let (_, report) = checked_json(&["3", "--no-shrink", "--variant", "forgets-to-mark-sent"]);
     assert_eq!(
         pattern(&report),
         "PASS PASS PASS PASS PASS FAIL PASS FAIL PASS"
@@ -277,14 +277,14 @@ fn mistakes_made_while_following_the_chapter_fail() {
     let details = report["verdicts"][7]["details"].to_string();
     assert!(details.contains("still PROCESSING"), "{details}");
     // One row per call leaves a burst of invites waiting.
-    let (_, report) = checked_json(&["3", "--variant", "one-row-per-call"]);
+    let (_, report) = checked_json(&["3", "--no-shrink", "--variant", "one-row-per-call"]);
     assert_eq!(
         pattern(&report),
         "PASS FAIL PASS PASS FAIL FAIL PASS FAIL PASS"
     );
     // One batch per call: a race whose relays each call relay() once
     // leaves the rows past their first claims waiting.
-    let (_, report) = checked_json(&["3", "--variant", "one-claim-per-call"]);
+    let (_, report) = checked_json(&["3", "--no-shrink", "--variant", "one-claim-per-call"]);
     assert_eq!(
         pattern(&report),
         "PASS FAIL PASS PASS PASS PASS PASS PASS PASS"
@@ -371,7 +371,12 @@ fn try_claim_measures_every_batch_size() {
 fn a_claim_offset_by_the_relays_name_leaves_rows_to_a_relay_running_alone() {
     // A relay's name means nothing to the rules: the generated worlds end
     // with a last pass by any relay, alone.
-    let (code, report) = checked_json(&["3", "--variant", "claim-offset-by-relay-number"]);
+    let (code, report) = checked_json(&[
+        "3",
+        "--no-shrink",
+        "--variant",
+        "claim-offset-by-relay-number",
+    ]);
     assert_eq!(code, 1);
     assert_eq!(
         pattern(&report),

@@ -109,7 +109,8 @@ fn the_reference_solution_passes_everything() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
-    let (code, report) = common::checked_json(&["4", "--variant", "longer-busy-timeout"]);
+    let (code, report) =
+        common::checked_json(&["4", "--no-shrink", "--variant", "longer-busy-timeout"]);
     assert_eq!(
         pattern(&report),
         "PASS FAIL PASS PASS PASS FAIL PASS PASS PASS"
@@ -127,7 +128,7 @@ fn a_longer_busy_timeout_trades_the_errors_for_waiting() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_a_busy_database_by_hand_waits_just_the_same() {
-    let (_, report) = common::checked_json(&["4", "--variant", "retry-on-busy"]);
+    let (_, report) = common::checked_json(&["4", "--no-shrink", "--variant", "retry-on-busy"]);
     assert_eq!(
         pattern(&report),
         "PASS FAIL PASS PASS PASS FAIL PASS PASS PASS"
@@ -137,7 +138,7 @@ fn retrying_a_busy_database_by_hand_waits_just_the_same() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn sending_before_the_claim_commits_holds_the_lock() {
-    let (_, report) = common::checked_json(&["4", "--variant", "send-inside-claim"]);
+    let (_, report) = common::checked_json(&["4", "--no-shrink", "--variant", "send-inside-claim"]);
     assert_eq!(
         pattern(&report),
         "FAIL FAIL PASS PASS PASS FAIL PASS PASS PASS"
@@ -147,7 +148,7 @@ fn sending_before_the_claim_commits_holds_the_lock() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn one_transaction_per_row_still_holds_the_lock_across_each_send() {
-    let (_, report) = common::checked_json(&["4", "--variant", "row-at-a-time"]);
+    let (_, report) = common::checked_json(&["4", "--no-shrink", "--variant", "row-at-a-time"]);
     assert_eq!(
         pattern(&report),
         "FAIL FAIL PASS PASS PASS PASS PASS PASS PASS"
@@ -157,7 +158,7 @@ fn one_transaction_per_row_still_holds_the_lock_across_each_send() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn parallel_sends_inside_the_transaction_still_hold_the_lock() {
-    let (code, report) = common::checked_json(&["4", "--variant", "parallel-sends"]);
+    let (code, report) = common::checked_json(&["4", "--no-shrink", "--variant", "parallel-sends"]);
     assert_eq!(code, 1);
     assert_eq!(report["verdicts"][0]["pass"], false, "{report}");
     assert_eq!(report["verdicts"][2]["pass"], true, "{report}");
@@ -168,20 +169,22 @@ fn parallel_sends_inside_the_transaction_still_hold_the_lock() {
 fn mistakes_made_while_following_the_chapter_fail() {
     // Chapter 1's outbox, undone: a crash between the two commits loses
     // the email.
-    let (code, report) = common::checked_json(&["4", "--variant", "outbox-after-commit"]);
+    let (code, report) =
+        common::checked_json(&["4", "--no-shrink", "--variant", "outbox-after-commit"]);
     assert_eq!(code, 1);
     assert_eq!(
         pattern(&report),
         "PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
     );
     // Sends outside the claim, never recorded: every row stays PROCESSING.
-    let (_, report) = common::checked_json(&["4", "--variant", "forgets-to-mark-sent"]);
+    let (_, report) =
+        common::checked_json(&["4", "--no-shrink", "--variant", "forgets-to-mark-sent"]);
     assert_eq!(
         pattern(&report),
         "PASS PASS PASS PASS PASS FAIL PASS FAIL PASS"
     );
     // One row per claim leaves the rest of a burst waiting.
-    let (_, report) = common::checked_json(&["4", "--variant", "claim-one-row"]);
+    let (_, report) = common::checked_json(&["4", "--no-shrink", "--variant", "claim-one-row"]);
     assert_eq!(
         pattern(&report),
         "FAIL FAIL FAIL PASS FAIL FAIL PASS FAIL PASS"
@@ -279,7 +282,8 @@ fn try_locks_reports_three_rows_of_invite_timings() {
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_relay_that_reads_back_every_claim_sends_the_other_relays_rows() {
     // Chapter 3's rule holds here too: its race is played on this case.
-    let (code, report) = common::checked_json(&["4", "--variant", "reads-back-every-claim"]);
+    let (code, report) =
+        common::checked_json(&["4", "--no-shrink", "--variant", "reads-back-every-claim"]);
     assert_eq!(code, 1);
     assert_eq!(
         pattern(&report),
@@ -312,7 +316,12 @@ fn a_row_marked_sent_that_was_never_sent_is_lost() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_relay_that_releases_its_sent_rows_sends_them_again() {
-    let (code, report) = common::checked_json(&["4", "--variant", "release-on-error-resets-sent"]);
+    let (code, report) = common::checked_json(&[
+        "4",
+        "--no-shrink",
+        "--variant",
+        "release-on-error-resets-sent",
+    ]);
     assert_eq!(code, 1);
     assert_eq!(
         pattern(&report)[..29].to_string(),
@@ -330,7 +339,8 @@ fn a_relay_that_releases_its_sent_rows_sends_them_again() {
 fn a_relay_that_waits_for_every_claim_stalls_behind_a_stranded_one() {
     // A fault that strands a claim excuses what it stranded, never what was
     // asked for after it: those invitations must still go out.
-    let (code, report) = common::checked_json(&["4", "--variant", "skip-while-busy"]);
+    let (code, report) =
+        common::checked_json(&["4", "--no-shrink", "--variant", "skip-while-busy"]);
     assert_eq!(code, 1);
     assert_eq!(
         pattern(&report),

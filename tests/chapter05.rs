@@ -97,7 +97,7 @@ fn the_reference_solution_passes_everything() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
-    let (_, pattern, report) = check(&["--variant", "immediate-retry"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "immediate-retry"]);
     assert_eq!(pattern, "PASS FAIL PASS FAIL FAIL PASS PASS PASS FAIL PASS");
     assert_eq!(
         report["verdicts"][1]["evidence"],
@@ -108,7 +108,7 @@ fn retrying_at_once_is_early_and_at_the_wrong_gaps() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_429_retried_before_its_retry_after_is_early() {
-    let (code, pattern, report) = check(&["--variant", "ignores-retry-after"]);
+    let (code, pattern, report) = check(&["--no-shrink", "--variant", "ignores-retry-after"]);
     assert_eq!(pattern, "PASS PASS PASS FAIL FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let details = report["verdicts"][3]["details"].to_string();
@@ -121,7 +121,7 @@ fn a_429_retried_before_its_retry_after_is_early() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_forever_never_dead_letters() {
-    let (_, pattern, report) = check(&["--variant", "unlimited-retries"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "unlimited-retries"]);
     assert_eq!(pattern, "PASS FAIL PASS PASS FAIL PASS PASS FAIL PASS PASS");
     assert_eq!(
         report["verdicts"][1]["evidence"],
@@ -132,7 +132,7 @@ fn retrying_forever_never_dead_letters() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_a_rejection_fails_the_rejection_property() {
-    let (_, pattern, report) = check(&["--variant", "retry-rejections"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "retry-rejections"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][2]["evidence"], "4 attempts, then FAILED");
 }
@@ -140,7 +140,7 @@ fn retrying_a_rejection_fails_the_rejection_property() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_gap_from_the_wrong_count_gives_three_attempts() {
-    let (_, pattern, report) = check(&["--variant", "gap-off-by-one"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "gap-off-by-one"]);
     assert_eq!(pattern, "PASS FAIL PASS PASS FAIL PASS PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][1]["evidence"], "3 attempts, then FAILED");
 }
@@ -148,7 +148,7 @@ fn a_gap_from_the_wrong_count_gives_three_attempts() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_dead_letter_must_keep_the_providers_error() {
-    let (_, pattern, report) = check(&["--variant", "error-not-kept"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "error-not-kept"]);
     assert_eq!(pattern, "PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS");
     let details = report["verdicts"][1]["details"].to_string();
     assert!(details.contains("gave up after 4 attempts"), "{details}");
@@ -157,14 +157,14 @@ fn a_dead_letter_must_keep_the_providers_error() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn retrying_at_every_wake_up_is_early() {
-    let (_, pattern, _) = check(&["--variant", "every-wake-up"]);
+    let (_, pattern, _) = check(&["--no-shrink", "--variant", "every-wake-up"]);
     assert_eq!(pattern, "PASS FAIL PASS FAIL FAIL PASS PASS PASS FAIL PASS");
 }
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_timeout_is_retried_not_dead_lettered() {
-    let (_, pattern, report) = check(&["--variant", "timeout-is-permanent"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "timeout-is-permanent"]);
     assert_eq!(pattern, "FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS PASS");
     let v = &report["verdicts"][0];
     assert!(v["scenario"].as_str().unwrap().contains("times out"));
@@ -174,7 +174,7 @@ fn a_timeout_is_retried_not_dead_lettered() {
 /// The dead-letter verdict of a variant that mishandles an address whose
 /// every send times out: its scenario and details name the timeouts.
 fn fails_on_the_unanswered_address(variant: &str, evidence: &str, explored: &str) {
-    let (_, pattern, report) = check(&["--variant", variant]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", variant]);
     assert_eq!(
         pattern,
         format!("PASS FAIL PASS FAIL {explored}"),
@@ -219,7 +219,7 @@ fn a_timeout_counts_as_an_attempt() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn attempts_counted_in_memory_fail_after_a_restart() {
-    let (code, _, report) = check(&["--variant", "attempts-in-memory"]);
+    let (code, _, report) = check(&["--no-shrink", "--variant", "attempts-in-memory"]);
     assert_eq!(code, 1);
     let dead = &report["verdicts"][1];
     assert_eq!(dead["pass"], false);
@@ -241,14 +241,14 @@ fn attempts_counted_in_memory_fail_after_a_restart() {
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn mistakes_made_while_following_the_chapter_fail() {
     // An index past the last gap panics instead of dead-lettering.
-    let (code, pattern, _) = check(&["--variant", "gap-index-panics"]);
+    let (code, pattern, _) = check(&["--no-shrink", "--variant", "gap-index-panics"]);
     assert_eq!(code, 1);
     assert_eq!(
         pattern, "FAIL FAIL FAIL PASS FAIL FAIL FAIL FAIL FAIL FAIL",
         "gap-index-panics"
     );
     // A row out of attempts left PENDING is no dead letter.
-    let (_, pattern, report) = check(&["--variant", "claim-skips-exhausted"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "claim-skips-exhausted"]);
     assert_eq!(
         pattern, "PASS FAIL PASS PASS FAIL PASS PASS FAIL PASS PASS",
         "claim-skips-exhausted"
@@ -275,12 +275,12 @@ fn mistakes_made_while_following_the_chapter_fail() {
             "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
         ),
     ] {
-        let (code, pattern, _) = check(&["--variant", variant]);
+        let (code, pattern, _) = check(&["--no-shrink", "--variant", variant]);
         assert_eq!(code, 1, "{variant}");
         assert_eq!(pattern, expected, "{variant}");
     }
     // No answer is not a yes: a lost request marked SENT tells nobody.
-    let (_, pattern, _) = check(&["--variant", "timeout-means-sent"]);
+    let (_, pattern, _) = check(&["--no-shrink", "--variant", "timeout-means-sent"]);
     assert_eq!(
         pattern, "FAIL FAIL PASS PASS FAIL PASS PASS FAIL PASS PASS",
         "timeout-means-sent"
@@ -294,7 +294,7 @@ fn mistakes_made_while_following_the_chapter_fail() {
     );
     // A failed attempt recorded in two commits: a crash between them
     // leaves the row due at once, before its backoff.
-    let (_, pattern, _) = check(&["--variant", "release-then-schedule"]);
+    let (_, pattern, _) = check(&["--no-shrink", "--variant", "release-then-schedule"]);
     assert_eq!(
         pattern, "PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS",
         "release-then-schedule"

@@ -125,7 +125,7 @@ fn the_reference_solution_passes_everything() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn without_a_fence_the_late_answer_undoes_the_delivery() {
-    let (_, pattern, report) = check(&["--variant", "no-fence"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "no-fence"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS");
     // The row is left owed, whatever its columns say: the service sends it
     // again the next day, once the provider has forgotten its key.
@@ -138,7 +138,7 @@ fn without_a_fence_the_late_answer_undoes_the_delivery() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fence_on_the_status_alone_lets_the_late_answer_in_mid_resend() {
-    let (_, pattern, report) = check(&["--variant", "status-fence"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "status-fence"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS");
     assert!(
         scenario(&report, LATE).contains("while dispatcher 2 resends it"),
@@ -149,7 +149,7 @@ fn a_fence_on_the_status_alone_lets_the_late_answer_in_mid_resend() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fence_on_the_name_alone_lets_a_restarted_namesake_in() {
-    let (_, pattern, report) = check(&["--variant", "name-fence"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "name-fence"]);
     assert_eq!(pattern, "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS");
     assert!(
         scenario(&report, LATE).contains("restarted under its host name"),
@@ -160,7 +160,7 @@ fn a_fence_on_the_name_alone_lets_a_restarted_namesake_in() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
-    let (_, pattern, report) = check(&["--variant", "batch-claim-time"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "batch-claim-time"]);
     // The rows after the swept one were handed on too, and the batch then
     // sends them again: the late-finisher property sees that.
     assert_eq!(pattern, "PASS FAIL FAIL PASS PASS PASS PASS PASS PASS PASS");
@@ -174,7 +174,7 @@ fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
-    let (_, pattern, report) = check(&["--variant", "short-threshold"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "short-threshold"]);
     assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS FAIL PASS");
     assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
 }
@@ -182,7 +182,7 @@ fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
-    let (_, pattern, report) = check(&["--variant", "sweep-resets-attempts"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "sweep-resets-attempts"]);
     assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS");
     assert_eq!(
         report["verdicts"][EVENTUALLY]["evidence"],
@@ -193,14 +193,14 @@ fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_forgets_the_lost_attempt_loops_too() {
-    let (_, pattern, _) = check(&["--variant", "sweep-forgets-attempt"]);
+    let (_, pattern, _) = check(&["--no-shrink", "--variant", "sweep-forgets-attempt"]);
     assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS");
 }
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_threshold_of_three_minutes_sweeps_the_slow_send_near_five() {
-    let (_, pattern, report) = check(&["--variant", "threshold-3min"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "threshold-3min"]);
     assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL PASS");
     assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
 }
@@ -210,7 +210,7 @@ fn a_threshold_of_three_minutes_sweeps_the_slow_send_near_five() {
 fn a_threshold_of_four_minutes_sweeps_it_too() {
     // The chapter's slow send takes 4 min 50 s, and dispatcher 2's sweep
     // runs 10 s before it ends: any threshold under 4 min 40 s meets it.
-    let (_, pattern, report) = check(&["--variant", "threshold-4min"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "threshold-4min"]);
     assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS FAIL PASS");
     assert!(
         scenario(&report, LIVE).contains("takes 4 min 50 s"),
@@ -221,7 +221,7 @@ fn a_threshold_of_four_minutes_sweeps_it_too() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_of_every_row_not_sent_resends_a_dead_letter() {
-    let (_, pattern, report) = check(&["--variant", "sweep-not-sent"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "sweep-not-sent"]);
     assert_eq!(pattern, "FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS");
     assert_eq!(
         report["verdicts"][EVENTUALLY]["evidence"],
@@ -236,7 +236,7 @@ fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
     // with the reference, show an address that always fails, held by a
     // dispatcher lost mid-send, getting 2 attempts after the lost one
     // instead of 3.
-    let (code, pattern, report) = check(&["--variant", "count-at-claim"]);
+    let (code, pattern, report) = check(&["--no-shrink", "--variant", "count-at-claim"]);
     assert_eq!(pattern, "PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let agrees = details(&report, AGREES);
@@ -251,7 +251,7 @@ fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
-    let (_, pattern, report) = check(&["--variant", "fence-on-record-time"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "fence-on-record-time"]);
     assert_eq!(&pattern[..19], "PASS PASS FAIL FAIL", "{pattern}");
     assert!(scenario(&report, AGREES).contains("send takes"), "{report}");
     assert!(
@@ -263,7 +263,7 @@ fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_skips_its_own_claims_strands_a_failed_wake_up() {
-    let (_, pattern, report) = check(&["--variant", "sweep-skips-own"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "sweep-skips-own"]);
     assert_eq!(pattern, "PASS PASS PASS PASS FAIL PASS FAIL PASS PASS PASS");
     let fault = scenario(&report, SETTLED);
     assert!(
@@ -275,7 +275,7 @@ fn a_sweep_that_skips_its_own_claims_strands_a_failed_wake_up() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_sends_without_the_key_tells_someone_twice() {
-    let (_, pattern, report) = check(&["--variant", "sweep-sends-unkeyed"]);
+    let (_, pattern, report) = check(&["--no-shrink", "--variant", "sweep-sends-unkeyed"]);
     assert_eq!(pattern, "PASS PASS PASS PASS FAIL FAIL PASS PASS PASS FAIL");
     assert!(details(&report, TOLD_ONCE).contains("2 times"), "{report}");
 }
@@ -296,7 +296,7 @@ fn verdicts_are_the_same_on_every_run() {
 fn a_retry_timed_from_the_start_of_a_slow_send_comes_early() {
     // Only a world whose failing row is on a channel whose sends take
     // simulated seconds shows it.
-    let (code, pattern, report) = check(&["--variant", "backoff-from-send-start"]);
+    let (code, pattern, report) = check(&["--no-shrink", "--variant", "backoff-from-send-start"]);
     assert_eq!(code, 1);
     assert_eq!(pattern, "PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS");
     assert!(details(&report, 7).contains("came"), "{report}");
@@ -347,7 +347,7 @@ fn wrong_fixes_the_wider_batches_show_fail_their_property() {
             "dead letter keeps 503, not its lost dispatcher",
         ),
     ] {
-        let (_, pattern, report) = check(&["--variant", variant]);
+        let (_, pattern, report) = check(&["--no-shrink", "--variant", variant]);
         assert_eq!(pattern, want, "{variant}");
         let got = report["verdicts"][index]["evidence"]
             .as_str()

@@ -167,7 +167,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn every_wrong_fix_fails_its_property() {
     for (variant, expected) in WRONG_FIXES {
-        let (code, pattern, _) = check(&["--variant", variant]);
+        let (code, pattern, _) = check(&["--no-shrink", "--variant", variant]);
         assert_eq!(code, 1, "{variant}");
         assert_eq!(pattern, *expected, "{variant}");
     }
@@ -176,7 +176,7 @@ fn every_wrong_fix_fails_its_property() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn the_fixed_offset_is_an_hour_late_the_night_the_clocks_go_forward() {
-    let (_, _, report) = check(&["--variant", "fixed-offset"]);
+    let (_, _, report) = check(&["--no-shrink", "--variant", "fixed-offset"]);
     let held = &report["verdicts"][2];
     assert_eq!(held["evidence"], "1 held pushes lost or late");
     let details = held["details"].to_string();
@@ -189,7 +189,7 @@ fn the_fixed_offset_is_an_hour_late_the_night_the_clocks_go_forward() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_opt_in_does_not_bring_back_a_message_said_no_to() {
-    let (_, _, report) = check(&["--variant", "decides-at-send-only"]);
+    let (_, _, report) = check(&["--no-shrink", "--variant", "decides-at-send-only"]);
     let details = report["verdicts"][0]["details"].to_string();
     assert!(
         details.contains("off when it was published (turned on later)"),

@@ -145,7 +145,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn every_wrong_fix_fails_its_property() {
     for (variant, expected) in WRONG_FIXES {
-        let (code, pattern, _) = check(&["--variant", variant]);
+        let (code, pattern, _) = check(&["--no-shrink", "--variant", variant]);
         assert_eq!(code, 1, "{variant}");
         assert_eq!(pattern, *expected, "{variant}");
     }
@@ -154,7 +154,7 @@ fn every_wrong_fix_fails_its_property() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn escaping_twice_shows_the_reader_the_entities() {
-    let (_, _, report) = check(&["--variant", "escapes-twice"]);
+    let (_, _, report) = check(&["--no-shrink", "--variant", "escapes-twice"]);
     let details = report["verdicts"][0]["details"].to_string();
     assert!(
         details.contains(
@@ -167,7 +167,7 @@ fn escaping_twice_shows_the_reader_the_entities() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_lossy_cut_delivers_a_replacement_character() {
-    let (_, _, report) = check(&["--variant", "lossy-cut"]);
+    let (_, _, report) = check(&["--no-shrink", "--variant", "lossy-cut"]);
     let details = report["verdicts"][2]["details"].to_string();
     assert!(
         details.contains(
@@ -180,7 +180,7 @@ fn a_lossy_cut_delivers_a_replacement_character() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_slice_inside_a_character_is_a_clear_verdict_not_a_crash_of_notify() {
-    let (_, _, report) = check(&["--variant", "byte-slice"]);
+    let (_, _, report) = check(&["--no-shrink", "--variant", "byte-slice"]);
     let first = &report["verdicts"][0];
     assert_eq!(first["evidence"], "the case did not finish");
     let scenario = first["scenario"].to_string();
@@ -193,7 +193,7 @@ fn a_slice_inside_a_character_is_a_clear_verdict_not_a_crash_of_notify() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_retried_render_error_is_rendered_four_times() {
-    let (_, _, report) = check(&["--variant", "retries-render-errors"]);
+    let (_, _, report) = check(&["--no-shrink", "--variant", "retries-render-errors"]);
     let details = report["verdicts"][3]["details"].to_string();
     assert!(
         details.contains("#2 cleo (email): no name, rendered 4 times before it FAILED"),

@@ -185,7 +185,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn every_wrong_fix_fails_its_property() {
     for (variant, expected) in WRONG_FIXES {
-        let (code, pattern, _) = check(&["--variant", variant]);
+        let (code, pattern, _) = check(&["--no-shrink", "--variant", variant]);
         assert_eq!(code, 1, "{variant}");
         assert_eq!(pattern, *expected, "{variant}");
     }
@@ -194,7 +194,7 @@ fn every_wrong_fix_fails_its_property() {
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_signature_over_reserialised_json_refuses_genuine_webhooks() {
-    let (_, _, report) = check(&["--variant", "reserialised-json"]);
+    let (_, _, report) = check(&["--no-shrink", "--variant", "reserialised-json"]);
     let details = report["verdicts"][2]["details"].to_string();
     assert!(details.contains("got 400"), "{details}");
 }

@@ -87,6 +87,11 @@ enum Command {
         /// default 50 scenarios)
         #[arg(long, value_name = "SCENARIOS", num_args = 0..=1, default_missing_value = "50", conflicts_with = "seed")]
         thorough: Option<u64>,
+        /// Report each generated failure as first found, without looking
+        /// for a smaller scenario that fails too (faster: for graders that
+        /// keep only the verdicts)
+        #[arg(long)]
+        no_shrink: bool,
         /// Seconds one case process may run before it counts as hung
         #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
         timeout: f64,
@@ -289,6 +294,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             which,
             seed,
             thorough,
+            no_shrink,
             timeout,
             json,
             json_to,
@@ -305,6 +311,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 which,
                 seed,
                 thorough,
+                shrink: !no_shrink,
                 timeout,
                 json,
                 json_to,

@@ -40,6 +40,9 @@ pub struct Budget {
     /// Whether the explorer's [covering seeds](Explorer::covering_seeds)
     /// are played too, after the range above.
     pub covering: bool,
+    /// Whether a failure is shrunk to a smaller scenario that still breaks
+    /// its rule before it is reported (`--no-shrink` reports it as found).
+    pub shrink: bool,
 }
 
 impl Budget {
@@ -49,6 +52,7 @@ impl Budget {
         scenarios: 4,
         faults: Some(6),
         covering: true,
+        shrink: true,
     };
 
     /// For CI and instructors: `seeds` scenarios, each under every fault
@@ -60,6 +64,15 @@ impl Budget {
             scenarios: seeds,
             faults: Some(THOROUGH_FAULTS),
             covering: true,
+            shrink: true,
+        }
+    }
+
+    /// This budget, reporting each failure as it was first found.
+    pub fn unshrunk(self) -> Budget {
+        Budget {
+            shrink: false,
+            ..self
         }
     }
 
@@ -70,6 +83,7 @@ impl Budget {
             scenarios: 1,
             faults: None,
             covering: false,
+            shrink: true,
         }
     }
 }
@@ -173,12 +187,13 @@ pub struct Invariants {
     /// chapter 7's breaker, which holds rows back only while its provider
     /// fails (0: not judged). Needs [`Explorer::published`].
     pub closes_on_answer: i64,
-    /// With `breaker` and `closes_on_answer`, chapter 7's open state: a
-    /// probe that failed opens the breaker for another `probe_after`, so
-    /// the dispatcher that sent it sends nothing more on its channel for
-    /// that long, whatever else opens or closes. Fault-free only, like
-    /// `closes_on_answer`.
-    pub one_probe: bool,
+    /// With `breaker`, chapter 7's open state: a probe that failed opens
+    /// the breaker for another `probe_after`, so the dispatcher that sent
+    /// it sends nothing more on its channel for that long, whatever else
+    /// opens or closes. The number is the longest a closed breaker lets a
+    /// due message wait, never tried (how a probe is told from other sends:
+    /// see [`after_a_failed_probe`]); 0: not judged. Fault-free only.
+    pub one_probe: i64,
     /// When a crash loses a send's answer, the message goes out again no
     /// sooner than this many ms after that send (chapter 6's sweep, which
     /// takes back only a claim this old; 0: not judged). For worlds whose
@@ -954,7 +969,7 @@ fn invariants(
     }
     if let Some(breaker) = rules.breaker.filter(|_| judges_one_probe(&rules)) {
         let lines =
-            after_a_failed_probe(breaker, rules.closes_on_answer, published, &played.history);
+            after_a_failed_probe(breaker, rules.one_probe, published, &played.history);
         if !lines.is_empty() {
             found.push(Breach {
                 rule: Rule::OneProbe,
@@ -1274,7 +1289,7 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
 /// Whether [`Invariants::one_probe`] is judged: it needs the breaker's
 /// wait, and how soon a closed breaker lets a waiting message out.
 fn judges_one_probe(rules: &Invariants) -> bool {
-    rules.one_probe && rules.breaker.is_some() && rules.closes_on_answer > 0
+    rules.one_probe > 0 && rules.breaker.is_some()
 }
 
 /// Sends that came sooner than the breaker's wait after a failed probe of
@@ -2022,7 +2037,7 @@ pub fn explore<E: Explorer>(
             verdicts.push(verdict);
             continue;
         };
-        let (shrunk, tried) = if first.finished {
+        let (shrunk, tried) = if first.finished && budget.shrink {
             shrink(
                 explorer,
                 case,

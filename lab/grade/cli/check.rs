@@ -27,6 +27,8 @@ pub(super) struct Options {
     pub seed: Option<u64>,
     /// `--thorough`: how many generated scenarios, each under every fault.
     pub thorough: Option<u64>,
+    /// `--no-shrink` turns this off: failures reported as first found.
+    pub shrink: bool,
     pub timeout: Duration,
     pub json: bool,
     /// `--json-to FILE`: the verdicts as JSON, written to FILE besides the
@@ -89,6 +91,11 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         (Some(seed), _) => Budget::seed(seed),
         (None, Some(seeds)) => Budget::thorough(seeds),
         (None, None) => Budget::QUICK,
+    };
+    let budget = if options.shrink {
+        budget
+    } else {
+        budget.unshrunk()
     };
     let check_options = CheckOptions {
         seeds: options

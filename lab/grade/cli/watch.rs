@@ -72,6 +72,7 @@ pub(super) fn watch(
             which: Which::default(),
             seed: None,
             thorough: None,
+            shrink: true,
             timeout,
             json: false,
             json_to: None,
