@@ -968,8 +968,7 @@ fn invariants(
         }
     }
     if let Some(breaker) = rules.breaker.filter(|_| judges_one_probe(&rules)) {
-        let lines =
-            after_a_failed_probe(breaker, rules.one_probe, published, &played.history);
+        let lines = after_a_failed_probe(breaker, rules.one_probe, published, &played.history);
         if !lines.is_empty() {
             found.push(Breach {
                 rule: Rule::OneProbe,
