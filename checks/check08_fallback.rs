@@ -1423,6 +1423,10 @@ struct World {
     news: Vec<News>,
     down: Option<Down>,
     deploys: Vec<i64>,
+    /// The Retry-After, in seconds, the push provider gives a phone it
+    /// rate limits: a minute, or, in one world in three, long enough that
+    /// four attempts outlast the deadline with the breaker closed.
+    slow_down_s: i64,
 }
 
 /// One notice of a generated world, with what the rules say about it.
@@ -1463,6 +1467,15 @@ impl Told<'_> {
 /// closes it and costs the messages one more failure: the stretch has one
 /// deploy at most.
 const LONGEST_DOWN: i64 = 5 * MINUTE + 30 * SECOND;
+
+/// The long Retry-Afters a world may draw, in seconds. Over 200 s, a push
+/// rate limited every time waits past its 10 minutes before its fourth
+/// attempt (at 0, one Retry-After, two, then 5 min more): with the breaker
+/// closed, the deadline is what tells its person. Under 270 s, a phone
+/// limited twice still gets its push through (at two Retry-Afters), and a
+/// push limited every time is settled by email before the quiet time ahead
+/// of an outage.
+const SLOW_DOWN: (i64, i64) = (210, 270);
 
 /// One outage in three outlasts the deadline instead, by 30 s to 4 min:
 /// every push queued in its first minutes waits out its 10 minutes, and
@@ -1787,6 +1800,13 @@ impl World {
             }
         };
         let tick = if seed % 4 == 3 { ODD_TICK } else { WORLD_TICK };
+        // Drawn from a stream of its own, so the rest of the world is drawn
+        // as before.
+        let mut patience = Rng::new(seed ^ 0x0808_4290_5e7a);
+        let slow_down_s = match patience.between(0, 2) {
+            0 => patience.between(SLOW_DOWN.0 as u64, SLOW_DOWN.1 as u64) as i64,
+            _ => RETRY_AFTER_S,
+        };
         World {
             seed,
             tick,
@@ -1794,6 +1814,7 @@ impl World {
             news,
             down,
             deploys,
+            slow_down_s,
         }
     }
 
@@ -1836,6 +1857,17 @@ impl World {
             })
             .collect();
         let mut provider = provider(&scripts, RETRY_AFTER_S);
+        if channel == "push" {
+            for (recipient, _, retry_after_s) in &mut provider.rate_limited {
+                let limited = self
+                    .members
+                    .iter()
+                    .any(|m| m.device() == *recipient && matches!(m.push, Script::Limited(_)));
+                if limited {
+                    *retry_after_s = self.slow_down_s;
+                }
+            }
+        }
         if let (Some(d), "push") = (self.down, channel) {
             match d.hang {
                 true => provider.hangs.push((d.from, d.to)),
@@ -2396,6 +2428,16 @@ impl Explorer for Generated {
             let at: Vec<String> = world.deploys.iter().map(|&t| clock(t)).collect();
             parts.push(format!("deploys at {}", at.join(", ")));
         }
+        let limited = world
+            .members
+            .iter()
+            .any(|m| m.phone && matches!(m.push, Script::Limited(_)));
+        if limited && world.slow_down_s != RETRY_AFTER_S {
+            parts.push(format!(
+                "a 429 to a phone asks it to wait {}",
+                span(world.slow_down_s * SECOND)
+            ));
+        }
         parts.join("; ")
     }
 }
@@ -2441,6 +2483,16 @@ const DIMENSIONS: &[Dimension<World>] = &[
                         && w.tells_a_working_phone(n)
                 })
             })
+        },
+    },
+    // Its 429s keep it waiting, with the breaker closed, past its deadline.
+    Dimension {
+        name: "an important push rate limited every time, whose Retry-After makes it wait past its 10 minutes",
+        reached: |w| {
+            w.slow_down_s * SECOND * 2 + RETRY_GAPS[2] > WAIT_AT_MOST
+                && w.notices().any(|n| {
+                    n.member.push == Script::Limited(ALWAYS) && IMPORTANT.contains(&n.news.kind)
+                })
         },
     },
     // Three timeouts and their three successes make six sends in a minute,
