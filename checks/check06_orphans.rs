@@ -387,6 +387,15 @@ impl Batch {
                 same_host: true,
                 ..scenario(What::LateAfter, one(), self.late)
             });
+            // A late refusal, on the batch's push: an answer that would
+            // dead-letter the row, and so, from chapter 8 on, queue its
+            // fallback email, had the row still been this dispatcher's.
+            if let Some(push) = self.people.iter().find(|p| p.channel == "push") {
+                scenarios.push(Scenario {
+                    late: Answer::Refused,
+                    ..scenario(What::LateAfter, vec![push.clone()], self.late)
+                });
+            }
             scenarios.push(scenario(What::LateDuring, one(), RESEND_RUN));
             scenarios.push(Scenario {
                 same_host: true,
@@ -1482,6 +1491,9 @@ fn late_finding(played: &Played) -> Option<Finding> {
     if let Some(f) = trouble_finding(played) {
         return Some(f);
     }
+    if let Some(f) = stray(played) {
+        return Some(f);
+    }
     if played.scenario.what == What::LongBatch {
         return late_batch(played);
     }
@@ -1529,6 +1541,55 @@ fn late_finding(played: &Played) -> Option<Finding> {
         scenario: played.scenario.name(),
         details,
         seed: played.scenario.seed,
+        ..Default::default()
+    })
+}
+
+/// A late answer changes nothing, so nothing but the scenario's own
+/// messages reaches a provider: not a message to someone else, nor one on
+/// another channel (a later chapter's fallback email, queued on an answer
+/// that came after the row was handed on, tells its person twice).
+fn stray(played: &Played) -> Option<Finding> {
+    let s = &played.scenario;
+    let own = |d: &Delivery| {
+        s.people
+            .iter()
+            .any(|p| p.channel == d.channel && p.recipient() == d.recipient)
+    };
+    let strays: Vec<&Delivery> = played
+        .history
+        .deliveries
+        .iter()
+        .filter(|d| !own(d))
+        .collect();
+    let first = strays.first()?;
+    let mut details = vec![format!(
+        "nothing was owed but {}: the late answer must change nothing.",
+        s.people
+            .iter()
+            .map(|p| format!("{} ({})", p.recipient(), p.channel))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    for d in &strays {
+        details.push(format!(
+            "dispatcher {} also sent {} \"{}\" by {} at {} ({}).",
+            d.process,
+            d.recipient,
+            d.body,
+            d.channel,
+            match d.at_ms >= NEXT_DAY {
+                true => format!("{} the next day", clock(d.at_ms - NEXT_DAY)),
+                false => clock(d.at_ms),
+            },
+            said(d.outcome)
+        ));
+    }
+    Some(Finding {
+        evidence: format!("{} was also sent {}", first.recipient, first.channel),
+        scenario: s.name(),
+        details,
+        seed: s.seed,
         ..Default::default()
     })
 }

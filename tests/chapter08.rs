@@ -270,10 +270,11 @@ fn a_sweep_without_the_fallback_leaves_ada_untold_when_her_dispatcher_is_lost() 
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_unfenced_fallback_emails_ada_again_on_a_late_answer() {
     // The late answer races real processes: its verdicts must not.
+    // And chapter 6's late refusal of fay's push emails her the next day.
     let (code, pattern, report) = check_twice(&["--variant", "fallback-unfenced"]);
     assert_eq!(
         pattern,
-        "PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL"
     );
     assert_eq!(code, 1);
     let one_each = &report["verdicts"][ONE_EACH];
@@ -355,10 +356,12 @@ fn a_sweep_that_falls_back_for_every_orphan_tells_people_twice() {
     let (_, pattern, report) = variant("sweep-falls-back-early");
     // Only a crash or a failing commit in the dispatcher leaves an orphan:
     // kai's, lost during its third push, is handed back and emailed, then
-    // emailed again when its fourth attempt fails.
+    // emailed again when its fourth attempt fails. In chapter 6's late
+    // refusal, fay's hung push is handed on and emailed although it is
+    // then delivered.
     assert_eq!(
         pattern,
-        "PASS FAIL PASS FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS FAIL PASS PASS"
+        "PASS FAIL PASS FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS FAIL PASS FAIL"
     );
     let scenario = scenario_of(&report, ONE_EACH);
     assert!(scenario.contains("kai-phone's third push"), "{scenario}");
@@ -491,4 +494,20 @@ fn a_deadline_kept_only_while_the_breaker_is_open_misses_a_long_retry_after() {
     let scenario = scenario_of(&report, AGREES);
     assert!(scenario.contains("always 429"), "{scenario}");
     assert!(scenario.contains("asks it to wait"), "{scenario}");
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_fallback_kept_once_by_not_exists_emails_after_a_late_refusal() {
+    let (_, pattern, report) = variant("fallback-once-by-not-exists");
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL"
+    );
+    // Chapter 6's late answer, a refusal, after the push went out.
+    let said = report["verdicts"][14].to_string();
+    assert!(
+        said.contains("fay@example.com was also sent email"),
+        "{said}"
+    );
 }
