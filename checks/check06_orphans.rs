@@ -1526,7 +1526,7 @@ fn late_finding(played: &Played) -> Option<Finding> {
     for d in &again {
         details.push(format!(
             "the row was sent again at {} ({}).",
-            clock(d.at_ms),
+            when(d.at_ms),
             said(d.outcome)
         ));
     }
@@ -1543,6 +1543,15 @@ fn late_finding(played: &Played) -> Option<Finding> {
         seed: played.scenario.seed,
         ..Default::default()
     })
+}
+
+/// A moment of a race, on the clock of its day: "8:00 the next day" for
+/// the dispatcher that runs [`NEXT_DAY`] later.
+fn when(ms: i64) -> String {
+    match ms >= NEXT_DAY {
+        true => format!("{} the next day", clock(ms - NEXT_DAY)),
+        false => clock(ms),
+    }
 }
 
 /// A late answer changes nothing, so nothing but the scenario's own
@@ -1578,10 +1587,7 @@ fn stray(played: &Played) -> Option<Finding> {
             d.recipient,
             d.body,
             d.channel,
-            match d.at_ms >= NEXT_DAY {
-                true => format!("{} the next day", clock(d.at_ms - NEXT_DAY)),
-                false => clock(d.at_ms),
-            },
+            when(d.at_ms),
             said(d.outcome)
         ));
     }

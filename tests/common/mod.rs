@@ -85,28 +85,25 @@ pub fn checked(args: &[&str]) -> std::sync::Arc<Checked> {
     type Slot = Arc<OnceLock<Arc<Checked>>>;
     static PLAYED: OnceLock<Mutex<HashMap<Vec<String>, Slot>>> = OnceLock::new();
     let key = as_shown(args);
-    let shown: Vec<String> = key.clone();
-    let args: Vec<&str> = shown.iter().map(String::as_str).collect();
-    let args = &args[..];
     let slot = PLAYED
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .entry(key)
+        .entry(key.clone())
         .or_default()
         .clone();
     slot.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("report.json");
         let mut all = vec!["check"];
-        all.extend_from_slice(args);
+        all.extend(key.iter().map(String::as_str));
         let file_arg = file.to_string_lossy().into_owned();
         all.extend_from_slice(&["--json-to", &file_arg]);
         let out = notify(&all);
         let json = std::fs::read(&file).unwrap_or_default();
         let report = serde_json::from_slice(&json).unwrap_or_else(|err| {
             panic!(
-                "check {args:?} wrote no JSON report ({err}).\nstdout: {}\nstderr: {}",
+                "check {key:?} wrote no JSON report ({err}).\nstdout: {}\nstderr: {}",
                 stdout(&out),
                 stderr(&out)
             )
