@@ -769,10 +769,13 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
             .count();
         // A kill after a delivery, before the row's next request, may have
         // lost the relay's record of it: the rules then let the row be
-        // sent again, and dead-lettered if those sends fail.
+        // sent again, and dead-lettered if those sends fail. A late send
+        // of a relay taken for dead is the same: its record is fenced out,
+        // and a sweep that counts the lost attempt may have dead-lettered
+        // the row meanwhile.
         let delivery_unrecorded = requests.iter().enumerate().any(|(i, r)| {
             let until = requests.get(i + 1).map_or(i64::MAX, |next| next.at_us);
-            r.delivered && kills.iter().any(|&k| k >= r.at_us && k <= until)
+            r.delivered && (late(&spells, r) || kills.iter().any(|&k| k >= r.at_us && k <= until))
         });
         if row.status == "FAILED" {
             if requests.iter().any(|r| r.delivered) && !delivery_unrecorded {
