@@ -253,6 +253,11 @@ struct Scenario {
     /// only once dispatcher 1 has ended: dispatcher 1 goes on with its
     /// batch while the rows it lost are being sent by another.
     resume_mid_send: bool,
+    /// Long batch: the first row whose send fails on dispatcher 1's
+    /// provider, and every one after it. A busy batch's quick sends give a
+    /// breaker (chapter 7 on) enough of them to open on the held send's
+    /// failure, just after dispatcher 2 took over the rest of the batch.
+    failing_from: Option<usize>,
     /// Poison: how many 503s the row meets before its sends start to kill.
     fails_first: u32,
 }
@@ -270,6 +275,8 @@ struct Batch {
     /// The long batch: its rows and how long each send takes.
     long: Vec<Person>,
     send: i64,
+    /// The busy long batch: each of its quick sends takes this long.
+    quick: i64,
     /// The poison row's 503s before it starts to kill.
     fails_first: u32,
 }
@@ -282,6 +289,44 @@ fn held_row(send: i64) -> usize {
     (0..)
         .find(|&h| h as i64 * send + SWEEP * (send / SWEEP) > ORPHANED_AFTER)
         .expect("some row of a long enough batch is held")
+}
+
+/// `count` people by email, all told `text`: the names, then the names
+/// again with a number.
+fn crowd(text: &str, count: usize) -> Vec<Person> {
+    (0..count)
+        .map(|k| Person {
+            name: match k / NAMES.len() {
+                0 => NAMES[k].to_string(),
+                n => format!("{}{}", NAMES[k % NAMES.len()], n + 1),
+            },
+            channel: "email",
+            text: text.to_string(),
+        })
+        .collect()
+}
+
+/// The first failing row of a busy batch whose sends take `send` each: the
+/// latest from which a breaker as chapter 7 states it (over the last
+/// minute, at least 5 sends, more than half failed) opens as the held send
+/// fails, however late in its wake-up dispatcher 2 lets that send answer,
+/// and not on the send before.
+fn failing_from(held: usize, send: i64) -> usize {
+    let opens = |row: usize, from: usize, late: i64| {
+        let at = (row as i64 + 1) * send + late;
+        let window = (0..=row).filter(|&i| (i as i64 + 1) * send > at - MINUTE);
+        let (sent, failed) = window.fold((0, 0), |(n, f), i| (n + 1, f + usize::from(i >= from)));
+        sent >= 5 && 2 * failed > sent
+    };
+    (1..held)
+        .rev()
+        .find(|&from| {
+            (0..=2 * WAKE_UP)
+                .step_by(500)
+                .all(|late| opens(held, from, late))
+                && !opens(held - 1, from, 0)
+        })
+        .expect("a busy batch has enough sends in a minute to open a breaker")
 }
 
 impl Batch {
@@ -311,6 +356,7 @@ impl Batch {
             answer: Answer::Unavailable,
             same_host: false,
             send: BATCH_SEND,
+            quick: 8 * SECOND,
             fails_first: 0,
         }
     }
@@ -342,6 +388,8 @@ impl Batch {
         let send = rng.between(70, 140) as i64 * SECOND;
         let rows = held_row(send) + 1 + rng.between(1, 2) as usize;
         let long = names[..rows].iter().map(|n| person(&mut rng, n)).collect();
+        // Drawn last, so the rest of the batch is drawn as before.
+        let quick = rng.between(7, 9) as i64 * SECOND;
         Batch {
             seed: Some(seed),
             people,
@@ -351,6 +399,7 @@ impl Batch {
             same_host: seed % 2 == 1,
             long,
             send,
+            quick,
             fails_first: 1 + (seed % 2) as u32,
         }
     }
@@ -372,6 +421,7 @@ impl Batch {
             send: self.send,
             held,
             resume_mid_send: false,
+            failing_from: None,
             fails_first: self.fails_first,
         };
         let mut scenarios = vec![
@@ -427,6 +477,22 @@ impl Batch {
                 ..long(true)
             });
         }
+        // A busy batch: as many quick sends as take it past the threshold,
+        // whose provider starts failing dispatcher 1's sends just before
+        // dispatcher 2 takes over its tail. A breaker that opens then hands
+        // the rest back: only what is still its own.
+        let held = held_row(self.quick);
+        scenarios.push(Scenario {
+            send: self.quick,
+            held,
+            resume_mid_send: true,
+            failing_from: Some(failing_from(held, self.quick)),
+            ..scenario(
+                What::LongBatch,
+                crowd(&self.people[0].text, held + 2),
+                (held as i64 + 1) * self.quick,
+            )
+        });
         let mut poison = scenario(What::Poison, one(), POISON_RUN);
         poison.refused = self.people.get(1).cloned();
         scenarios.push(poison);
@@ -493,15 +559,22 @@ impl Scenario {
                     self.people.len(),
                     span(self.send),
                     clock(self.span - self.send),
-                    clock(self.span)
+                    clock(self.span + self.failing_from.map_or(0, |_| MINUTE))
                 );
                 let batch = match self.same_host {
                     true => format!("{batch}, under dispatcher 1's host name, {SHARED_HOST}"),
                     false => batch,
                 };
-                match self.resume_mid_send {
+                let batch = match self.resume_mid_send {
                     true => format!("{batch}; dispatcher 1 goes on with its batch once dispatcher 2 begins to send the rows it took over"),
                     false => batch,
+                };
+                match self.failing_from {
+                    Some(row) => format!(
+                        "{batch}; the provider fails dispatcher 1's sends from row {} on, so a breaker as the chapter states it opens as the send dispatcher 2 runs beside fails",
+                        row + 1
+                    ),
+                    None => batch,
                 }
             }
             What::LateDuring if self.same_host => format!(
@@ -833,6 +906,11 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
                 },
             )),
             hold_limit_ms,
+            // Each send meets the outage when it answers, at its end.
+            outages: match scenario.failing_from {
+                Some(row) => vec![(row as i64 * scenario.send + scenario.send / 2, i64::MAX)],
+                None => Vec::new(),
+            },
             ..ProviderScript::default()
         }
     } else {
@@ -858,7 +936,12 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
             }
             // From the last row's send (at 5:00) to the end of its turn:
             // the sweep runs at once and a minute later.
-            What::LongBatch => vec![schedule(scenario.span)],
+            What::LongBatch if scenario.failing_from.is_none() => vec![schedule(scenario.span)],
+            // A busy batch's failed rows are due at once: dispatcher 2
+            // sweeps first, so that its first send, which lets dispatcher 1
+            // go on, comes once it has taken over the batch's tail. It then
+            // retries the failed rows.
+            What::LongBatch => vec![Step::new("sweep"), schedule(scenario.span + MINUTE)],
             _ => vec![sweeps_only(ORPHANED_AFTER), schedule(scenario.span)],
         },
     );
@@ -867,11 +950,25 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         second.host = Some(SHARED_HOST.to_string());
     }
     if scenario.what == What::LateDuring || scenario.resume_mid_send {
-        let resend = ProviderScript {
-            announce: true,
-            hold_until_any: vec![Moment::Ended(FIRST)],
-            hold_limit_ms,
-            ..ProviderScript::default()
+        let resend = match scenario.failing_from {
+            None => ProviderScript {
+                announce: true,
+                hold_until_any: vec![Moment::Ended(FIRST)],
+                hold_limit_ms,
+                ..ProviderScript::default()
+            },
+            // A busy batch: dispatcher 2's retries of the failed rows go
+            // out at once; its send of a row of the tail it took over is
+            // the one dispatcher 1 goes on at, and is still running when
+            // dispatcher 1's breaker opens.
+            Some(_) => ProviderScript {
+                hold_each: scenario.people[scenario.held + 1..]
+                    .iter()
+                    .map(|p| (p.recipient(), vec![Moment::Ended(FIRST)]))
+                    .collect(),
+                hold_limit_ms,
+                ..ProviderScript::default()
+            },
         };
         second.provider = resend.clone();
         second.push = resend;
@@ -910,6 +1007,13 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
             ],
         );
         exits.push((NEXT_DAY_RELAY, case.start(&next_day)?));
+    }
+    if scenario.failing_from.is_some() {
+        // A busy batch's last failures may come after dispatcher 2 has
+        // ended: a third dispatcher retries whatever is still owed.
+        let now = world_clock(dir)?;
+        let drain = scenario.plan(dir, NEXT_DAY_RELAY, vec![schedule(now + 2 * MINUTE)]);
+        exits.push((NEXT_DAY_RELAY, case.start(&drain)?));
     }
     let what = scenario.what;
     let span = scenario.span;
@@ -1076,9 +1180,13 @@ fn race_verdicts(played: &[Played], prefix: &str) -> [Verdict; 2] {
                 .people
                 .iter()
                 .filter(|r| {
-                    p.attempts(r)
-                        .iter()
-                        .any(|d| d.process == SECOND_RELAY && d.outcome == Outcome::Delivered)
+                    // Taken over by the sweep, not a retry of dispatcher 1's
+                    // failure.
+                    let attempts = p.attempts(r);
+                    attempts.first().is_some_and(|d| d.process != FIRST)
+                        && attempts
+                            .iter()
+                            .any(|d| d.process == SECOND_RELAY && d.outcome == Outcome::Delivered)
                 })
                 .count()
         })
@@ -1428,7 +1536,7 @@ fn live_batch(played: &Played) -> Option<Finding> {
     let people = &played.scenario.people;
     // An attempt is recorded when its answer comes: dispatcher 2's send of
     // a row came while dispatcher 1's was still running if it is recorded
-    // no later than dispatcher 1's.
+    // before dispatcher 1's.
     // Dispatcher 2 has ended before dispatcher 1 moves past the held row:
     // the rows after it were never being sent while dispatcher 2 ran.
     // The rows in the order dispatcher 1 sent them, whatever order that is.
@@ -1450,10 +1558,12 @@ fn live_batch(played: &Played) -> Option<Finding> {
         .enumerate()
         .take(held + 1)
         .find(|(_, p)| {
+            // In the order the world recorded them: a retry of dispatcher
+            // 1's failure may come at the same simulated moment.
             let attempts = played.attempts(p);
-            let first = attempts.iter().find(|d| d.process == FIRST);
-            let second = attempts.iter().find(|d| d.process == SECOND_RELAY);
-            matches!((first, second), (Some(f), Some(s)) if s.at_ms <= f.at_ms)
+            let first = attempts.iter().position(|d| d.process == FIRST);
+            let second = attempts.iter().position(|d| d.process == SECOND_RELAY);
+            matches!((first, second), (Some(f), Some(s)) if s < f)
         })?;
     let attempts = played.attempts(p);
     let resent = attempts.iter().find(|d| d.process == SECOND_RELAY)?;
@@ -1621,38 +1731,69 @@ fn late_batch(played: &Played) -> Option<Finding> {
     for (k, p) in s.people.iter().enumerate() {
         let attempts = played.attempts(p);
         let taken = attempts.iter().find(|d| d.process == SECOND_RELAY);
-        let stolen = attempts.iter().find(|d| {
-            d.process == FIRST && resumed.is_some_and(|r| d.at_ms > r) && taken.is_some()
-        });
-        if let (Some(taken), Some(d)) = (taken, stolen) {
-            if !attempts.iter().any(|x| {
-                x.process == SECOND_RELAY && x.outcome == Outcome::Delivered && x.at_ms < d.at_ms
-            }) {
-                again += 1;
-                details.push(format!(
-                    "row {} ({}): dispatcher 2's sweep handed it on and dispatcher 2 sent it (its answer at {}); dispatcher 1 went on with its batch and sent it too, at {} ({}).",
-                    k + 1,
-                    p.recipient(),
-                    clock(taken.at_ms),
-                    clock(d.at_ms),
-                    said(d.outcome)
-                ));
-            }
-        }
-        let handed_on = attempts
+        let stolen = attempts
             .iter()
-            .position(|d| d.process == SECOND_RELAY && d.outcome == Outcome::Delivered);
-        if let Some(h) = handed_on {
-            for d in attempts[h + 1..].iter().filter(|d| d.process == FIRST) {
+            .find(|d| d.process == FIRST && resumed.is_some_and(|r| d.at_ms > r) && taken.is_some())
+            .filter(|d| {
+                !attempts.iter().any(|x| {
+                    x.process == SECOND_RELAY
+                        && x.outcome == Outcome::Delivered
+                        && x.at_ms < d.at_ms
+                })
+            });
+        if let (Some(taken), Some(d)) = (taken, stolen) {
+            again += 1;
+            details.push(format!(
+                "row {} ({}): dispatcher 2's sweep handed it on and dispatcher 2 sent it (its answer at {}); dispatcher 1 went on with its batch and sent it too, at {} ({}).",
+                k + 1,
+                p.recipient(),
+                clock(taken.at_ms),
+                clock(d.at_ms),
+                said(d.outcome)
+            ));
+        }
+        // No process here dies or loses an answer: once a row is
+        // delivered, whoever sends it again lost the record of it.
+        let delivered = attempts
+            .iter()
+            .position(|d| d.outcome == Outcome::Delivered);
+        if let Some(h) = delivered {
+            let by = attempts[h].process;
+            // Dispatcher 1's send of a row taken from it is told above.
+            let told = |d: &&Delivery| stolen.is_some_and(|s| std::ptr::eq(*s, *d));
+            // A send recorded later began later when its process made the
+            // delivery (one send at a time), started after it (dispatcher
+            // 3), or is dispatcher 1 going on past its held send. Dispatcher
+            // 2's held send may have begun before dispatcher 1's delivery.
+            let began_after = |d: &&Delivery| {
+                d.process == by
+                    || d.process == NEXT_DAY_RELAY
+                    || (by, d.process) == (SECOND_RELAY, FIRST)
+            };
+            for d in attempts[h + 1..]
+                .iter()
+                .filter(|d| !told(d) && began_after(d))
+            {
                 again += 1;
-                details.push(format!(
-                    "row {} ({}): dispatcher 2 delivered it at {} after its sweep handed it on; dispatcher 1 reached it in its batch and sent it again at {} ({}).",
-                    k + 1,
-                    p.recipient(),
-                    clock(attempts[h].at_ms),
-                    clock(d.at_ms),
-                    said(d.outcome)
-                ));
+                details.push(match (by, d.process) {
+                    (SECOND_RELAY, FIRST) => format!(
+                        "row {} ({}): dispatcher 2 delivered it at {} after its sweep handed it on; dispatcher 1 reached it in its batch and sent it again at {} ({}).",
+                        k + 1,
+                        p.recipient(),
+                        clock(attempts[h].at_ms),
+                        clock(d.at_ms),
+                        said(d.outcome)
+                    ),
+                    _ => format!(
+                        "row {} ({}): dispatcher {by} delivered it at {}; dispatcher {} sent it again at {} ({}), though no process died and no answer was lost: the row's delivery went unrecorded.",
+                        k + 1,
+                        p.recipient(),
+                        clock(attempts[h].at_ms),
+                        d.process,
+                        clock(d.at_ms),
+                        said(d.outcome)
+                    ),
+                });
             }
         }
         let left = played.left(p);

@@ -652,3 +652,24 @@ fn a_sweep_that_gives_up_on_the_third_lost_attempt_dead_letters_too_soon() {
         "{agrees}"
     );
 }
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_hand_back_fenced_by_status_alone_takes_a_row_another_dispatcher_is_sending() {
+    // Only chapter 6's busy batch opens a breaker while another dispatcher
+    // holds a row of the same batch.
+    let (report, pattern) = variant("handback-fenced-by-status");
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL"
+    );
+    let late = said(&report, 15);
+    assert!(
+        late.contains("the row's delivery went unrecorded"),
+        "{late}"
+    );
+    assert!(
+        late.contains("a breaker as the chapter states it opens"),
+        "{late}"
+    );
+}

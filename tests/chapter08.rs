@@ -511,3 +511,19 @@ fn a_fallback_kept_once_by_not_exists_emails_after_a_late_refusal() {
         "{said}"
     );
 }
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_hand_back_fenced_by_status_alone_takes_a_row_another_dispatcher_is_sending() {
+    let (code, pattern, report) = variant("handback-fenced-by-status");
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL"
+    );
+    assert_eq!(code, 1);
+    let details = details_of(&report, 14);
+    assert!(
+        details.contains("the row's delivery went unrecorded"),
+        "{details}"
+    );
+}
