@@ -832,34 +832,45 @@ fn judge_retries(plays: &Plays) -> Verdict {
     )
 }
 
-/// Relays that sent too often while the provider was down, once every
-/// send in their breaker's window had failed: (relay, gap in ms between two
-/// sends after the first few, when).
-fn breaker_faults(play: &Play, played: &Played) -> Vec<(String, f64, f64)> {
-    if play.relay.outage_ms <= BREAKER_WINDOW_MS {
-        return Vec::new();
-    }
-    let down_from = played.began_us + (play.relay.outage_from_ms * 1000) as i64;
-    let judged_from = down_from + ((BREAKER_WINDOW_MS + 100) * 1000) as i64;
-    let until = down_from + (play.relay.outage_ms * 1000) as i64;
+/// Sends a relay made while the breaker the case carries was open on its
+/// own record. The relay counts a send's result when it comes back: after
+/// the provider logged the send, before the relay's next one. So when it
+/// counted a failure `a`, its window held at least the sends logged within
+/// a window before its next send `b`, and at most those whose next send
+/// came within a window before `a`. If at least `MIN_CALLS` were certainly
+/// in it and every one that may have been is a provider failure, its
+/// breaker opened on `a`, and `b` had to wait for the probe. Judged on every
+/// send of a play, from an outage's first failures on: a batch that goes on
+/// sending once the breaker opened is seen wherever it straddles the
+/// opening.
+fn breaker_faults(played: &Played) -> Vec<(String, f64, f64)> {
+    let window = (BREAKER_WINDOW_MS * 1000) as i64;
     let mut faults = Vec::new();
     for life in &played.lives {
-        let sends: Vec<i64> = played
+        let sends: Vec<&Request> = played
             .seen
             .requests
             .iter()
-            .filter(|r| r.relay == life.me && r.at_us >= judged_from && r.at_us < until)
-            .map(|r| r.at_us)
+            .filter(|r| r.relay == life.me)
             .collect();
-        // A relay that sent nothing lately needs a few failures to open;
-        // after them, one probe per open spell, with slack for polling.
-        for pair in sends.windows(2).skip(MIN_CALLS as usize - 1) {
-            let gap = (pair[1] - pair[0]) as f64 / 1000.0;
-            if gap < OPEN_FOR_MS as f64 * 0.8 {
-                let at = (pair[1] - played.began_us) as f64 / 1e6;
-                faults.push((life.me.clone(), gap, at));
-                break;
-            }
+        let opened = |i: usize| {
+            let (a, b) = (sends[i], sends[i + 1]);
+            let maybe = (0..=i)
+                .find(|&k| sends[k + 1].at_us >= a.at_us - window)
+                .unwrap_or(i);
+            let surely = sends[..=i]
+                .iter()
+                .filter(|r| r.at_us >= b.at_us - window)
+                .count();
+            sends[maybe..=i].iter().all(|r| r.answer == "unavailable")
+                && surely >= MIN_CALLS as usize
+        };
+        let gap = |i: usize| (sends[i + 1].at_us - sends[i].at_us) as f64 / 1000.0;
+        if let Some(i) = (0..sends.len().saturating_sub(1))
+            .find(|&i| gap(i) < OPEN_FOR_MS as f64 * 0.8 && opened(i))
+        {
+            let at = (sends[i].at_us - played.began_us) as f64 / 1e6;
+            faults.push((life.me.clone(), gap(i), at));
         }
     }
     faults
@@ -871,13 +882,13 @@ fn judge_breaker(plays: &Plays) -> Verdict {
         if p.relay.outage_ms > 0 {
             outages += 1;
         }
-        let faults = breaker_faults(p, d);
+        let faults = breaker_faults(d);
         if let Some((me, gap, _)) = faults.first() {
             let details = faults
                 .iter()
                 .take(4)
                 .map(|(me, gap, at)| {
-                    format!("{me} sent again {gap:.0} ms after a failure at {at:.2} s, while the provider was down: its breaker did not hold")
+                    format!("{me} sent again {gap:.0} ms after a failure at {at:.2} s that left nothing but failures in its breaker's window: its breaker did not hold")
                 })
                 .collect();
             return with_seed(

@@ -183,6 +183,7 @@ mod on_postgres {
         ("rejection-retried", "PASS PASS PASS ? PASS FAIL ?"),
         ("dead-letter-too-soon", "PASS PASS PASS ? PASS FAIL ?"),
         ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
+        ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
     ];
 
     /// A correct fix that counts the attempt a killed relay lost, as
