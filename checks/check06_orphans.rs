@@ -312,11 +312,12 @@ fn crowd(text: &str, count: usize) -> Vec<Person> {
 /// fails, however late in its wake-up dispatcher 2 lets that send answer,
 /// and not on the send before.
 fn failing_from(held: usize, send: i64) -> usize {
+    let breaker = super::check07_breaker::BREAKER;
     let opens = |row: usize, from: usize, late: i64| {
         let at = (row as i64 + 1) * send + late;
-        let window = (0..=row).filter(|&i| (i as i64 + 1) * send > at - MINUTE);
+        let window = (0..=row).filter(|&i| (i as i64 + 1) * send > at - breaker.window);
         let (sent, failed) = window.fold((0, 0), |(n, f), i| (n + 1, f + usize::from(i >= from)));
-        sent >= 5 && 2 * failed > sent
+        sent >= breaker.opens_after && 2 * failed > sent
     };
     (1..held)
         .rev()
