@@ -103,6 +103,10 @@ const ORPHANED_AFTER: i64 = 5 * MINUTE;
 /// a sweep that hands back a claim younger than the send is caught, since
 /// the dispatcher's next wake-up sends the row again while the send runs.
 const SWEEP_LEAD: i64 = 10 * SECOND;
+/// How long dispatcher 1 runs its schedule when a random batch's slow send
+/// follows 503s: a row's fourth attempt comes at 5:35, after gaps of 5 s,
+/// 30 s and 5 min, and the slow send holds the schedule from its start.
+const RETRIED_BY: i64 = 6 * MINUTE;
 /// How soon after its claim an orphan goes out again, at the latest: the
 /// sweep hands it back due now at its first turn once the claim is older
 /// than the threshold, and the dispatcher's next wake-up sends it.
@@ -401,13 +405,14 @@ impl Batch {
             long,
             send,
             quick,
-            fails_first: 1 + (seed % 2) as u32,
+            // Up to a row's last attempt: its dead letter then follows
+            // 503s alone, and must still say its dispatcher was lost.
+            fails_first: 1 + (seed % 3) as u32,
         }
     }
 
     /// The batch's scenarios; the chapter's own batch also plays the late
-    /// answer under the second dispatcher's name and the answer that comes
-    /// back during a resend, which no name or number of a batch changes.
+    /// answer under both names, during a resend too, and a late refusal.
     fn scenarios(&self, all: bool) -> Vec<Scenario> {
         let one = || vec![self.people[0].clone()];
         let held = held_row(self.send);
@@ -450,6 +455,14 @@ impl Batch {
             scenarios.push(scenario(What::LateDuring, one(), RESEND_RUN));
             scenarios.push(Scenario {
                 same_host: true,
+                ..scenario(What::LateDuring, one(), RESEND_RUN)
+            });
+        } else {
+            // A random batch's late answer also comes back during the
+            // resend, however it ends and under whichever name: a refusal
+            // or a timeout then meets the row another dispatcher holds.
+            scenarios.push(Scenario {
+                same_host: self.same_host,
                 ..scenario(What::LateDuring, one(), RESEND_RUN)
             });
         }
@@ -532,10 +545,21 @@ impl Scenario {
                     None => kills,
                 }
             }
-            What::Slow => format!(
-                "dispatcher 1's send to {who} takes {} while dispatcher 2 runs",
-                span(self.span)
-            ),
+            What::Slow => match (self.seed, self.fails_first) {
+                (Some(_), n @ 1..) => format!(
+                    "{who}'s first {} a 503, then dispatcher 1's attempt {} takes {} while dispatcher 2 runs",
+                    match n {
+                        1 => "send meets".to_string(),
+                        n => format!("{n} sends meet"),
+                    },
+                    n + 1,
+                    span(self.span)
+                ),
+                _ => format!(
+                    "dispatcher 1's send to {who} takes {} while dispatcher 2 runs",
+                    span(self.span)
+                ),
+            },
             What::LateAfter => {
                 let ends = match self.late {
                     Answer::Unavailable => "fails".to_string(),
@@ -670,6 +694,14 @@ impl Played {
             }
         }
         if !self.arranged {
+            let s = &self.scenario;
+            if s.what == What::Slow && s.seed.is_some() && s.fails_first > 0 {
+                return Some(format!(
+                    "dispatcher 1 never began attempt {} of the row after its {} 503s (chapter 5 gives a row four attempts), so there was no race to judge",
+                    s.fails_first + 1,
+                    s.fails_first
+                ));
+            }
             return Some(
                 "dispatcher 1 did not send the row when it woke at 0:00 with the row due, \
                  so there was no race to judge"
@@ -874,21 +906,39 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     let world = Recorder::open(dir, 0)?;
     let recipient = scenario.recipient();
     let hold_limit_ms = (case.timeout * 3 / 2).as_millis() as u64;
-    let mut first = scenario.setup(dir, vec![Step::new("dispatch")]);
+    // A random batch's slow send may be the row's second, third or last
+    // attempt: dispatcher 1 runs its schedule through the 503s before it.
+    let earlier = match (scenario.what, scenario.seed) {
+        (What::Slow, Some(_)) => scenario.fails_first,
+        _ => 0,
+    };
+    let mut first = match earlier {
+        0 => scenario.setup(dir, vec![Step::new("dispatch")]),
+        _ => scenario.setup(dir, vec![schedule(RETRIED_BY)]),
+    };
     let answer = match scenario.what {
+        What::Slow if earlier > 0 => ProviderScript {
+            flaky: vec![(recipient.clone(), earlier)],
+            hold_nth: Some((earlier + 1, vec![Moment::Ended(SECOND_RELAY)])),
+            ..ProviderScript::default()
+        },
         What::Slow => ProviderScript::default(),
         _ => scenario.late.script(recipient.clone()),
     };
     let slow = ProviderScript {
-        announce: true,
-        hold_until_any: vec![
-            if scenario.what == What::LateDuring {
-                Moment::Sending(SECOND_RELAY)
-            } else {
-                Moment::Clock(scenario.span)
-            },
-            Moment::Ended(SECOND_RELAY),
-        ],
+        announce: earlier == 0,
+        // The slow send after 503s is held on its own (`hold_nth`).
+        hold_until_any: match earlier {
+            0 => vec![
+                if scenario.what == What::LateDuring {
+                    Moment::Sending(SECOND_RELAY)
+                } else {
+                    Moment::Clock(scenario.span)
+                },
+                Moment::Ended(SECOND_RELAY),
+            ],
+            _ => Vec::new(),
+        },
         hold_limit_ms,
         ..answer
     };
@@ -919,22 +969,24 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     };
     first.provider = slow.clone();
     first.push = slow;
+    // A short threshold must meet a running dispatcher here: the sweep's
+    // minute starts so that it runs 10 s before the send ends, and any
+    // threshold under the send's age then is caught. The send begins at
+    // `began`.
+    let slow_steps = |began: i64| {
+        let phase = (scenario.span - SWEEP_LEAD).rem_euclid(SWEEP);
+        let mut steps = Vec::new();
+        if phase > 0 {
+            steps.push(dispatch_only(began + phase));
+        }
+        steps.push(schedule(began + scenario.span));
+        steps
+    };
     let mut second = scenario.plan(
         dir,
         SECOND_RELAY,
         match scenario.what {
-            // A short threshold must meet a running dispatcher here: the
-            // sweep's minute starts so that it runs 10 s before the send
-            // ends, and any threshold under the send's age then is caught.
-            What::Slow => {
-                let phase = (scenario.span - SWEEP_LEAD).rem_euclid(SWEEP);
-                let mut steps = Vec::new();
-                if phase > 0 {
-                    steps.push(dispatch_only(phase));
-                }
-                steps.push(schedule(scenario.span));
-                steps
-            }
+            What::Slow => slow_steps(0),
             // From the last row's send (at 5:00) to the end of its turn:
             // the sweep runs at once and a minute later.
             What::LongBatch if scenario.failing_from.is_none() => vec![schedule(scenario.span)],
@@ -983,10 +1035,15 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         timeout: case.timeout * 2,
         ..case.clone()
     };
+    let mut began = 0;
     let exits = std::thread::scope(|scope| -> Result<Vec<(u32, Exit)>> {
         let running = scope.spawn(|| ended(dir, FIRST, held.start(&first)));
         while !running.is_finished() && !world.reached(Moment::Sending(FIRST))? {
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if earlier > 0 {
+            began = world_clock(dir)?;
+            second.steps = slow_steps(began);
         }
         let second = ended(dir, SECOND_RELAY, case.start(&second));
         let first = running
@@ -1017,7 +1074,7 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         exits.push((NEXT_DAY_RELAY, case.start(&drain)?));
     }
     let what = scenario.what;
-    let span = scenario.span;
+    let span = began + scenario.span;
     finish(scenario, dir, exits, move |history| {
         arranged(what, span, &recipient, history)
     })
@@ -1059,7 +1116,12 @@ fn arranged(what: What, span: i64, recipient: &str, history: &History) -> bool {
                 Some(r) => first < r && attempts[first].at_ms >= attempts[r].at_ms,
             }
         }
-        _ => attempts[first].at_ms >= span,
+        // The held send is dispatcher 1's last: a slow row's 503s come
+        // before it.
+        _ => attempts[first..]
+            .iter()
+            .rfind(|d| d.process == FIRST)
+            .is_some_and(|d| d.at_ms >= span),
     }
 }
 
@@ -1507,13 +1569,38 @@ fn live(played: &Played) -> Option<Finding> {
         .iter()
         .filter(|d| d.process == SECOND_RELAY)
         .collect();
-    let first = attempts.iter().find(|d| d.process == FIRST)?;
-    let resent = second.first()?;
+    // The held send is dispatcher 1's last attempt, after any 503s.
+    let first = attempts.iter().rfind(|d| d.process == FIRST)?;
+    let Some(resent) = second.first() else {
+        // Swept into the dead letters while its send ran: the sweep took
+        // a claim that was not old, on the row's last attempt.
+        let left = played.left(p);
+        return (first.outcome == Outcome::Delivered && left.status == "FAILED").then(|| Finding {
+            evidence: "1 live send dead-lettered".to_string(),
+            scenario: played.scenario.name(),
+            details: vec![
+                format!(
+                    "dispatcher 1 began its last attempt at the row {} before it came back, at {} (delivered).",
+                    span(played.scenario.span),
+                    clock(first.at_ms)
+                ),
+                format!(
+                    "dispatcher 2's sweep dead-lettered the row while that send ran ({}), so an operator reads a dead letter for a message that was delivered.",
+                    left.error.as_deref().unwrap_or("no error kept")
+                ),
+            ],
+            seed: played.scenario.seed,
+            ..Default::default()
+        });
+    };
     Some(Finding {
         evidence: "1 live send swept".to_string(),
         scenario: played.scenario.name(),
         details: vec![
-            "dispatcher 1 claimed the row at 0:00 and started sending it.".to_string(),
+            format!(
+                "dispatcher 1 claimed the row and started sending it {} before that send came back.",
+                span(played.scenario.span)
+            ),
             format!(
                 "dispatcher 2 handed it on and sent it again at {} ({}), while that send was still running.",
                 clock(resent.at_ms),
@@ -2211,10 +2298,16 @@ impl Explorer for Generated {
 
     fn observe(&self, workload: &Workload, run: &Run) -> Result<Observation> {
         let rows = read_outbox(run.dir, run.history, Queued::label)?;
+        // The first lost row's send is the one its dispatcher died in; the
+        // other lost rows were held with it only if the design claims them
+        // in one batch, which the rules leave to it (a dispatcher may claim
+        // one row at a time), so their lost attempt may not be one.
+        let dying = workload.entries.iter().position(|e| e.lost);
         let fates = workload
             .entries
             .iter()
-            .map(|e| {
+            .enumerate()
+            .map(|(i, e)| {
                 let recipient = e.recipient();
                 let attempts: Vec<Outcome> = run
                     .history
@@ -2239,7 +2332,11 @@ impl Explorer for Generated {
                     .map(|r| format!(" (dead letter: {})", answer_kind(r.error.as_deref())))
                     .unwrap_or_default();
                 let answers: Vec<&str> = attempts.iter().map(|o| answered(*o)).collect();
+                let maybe_held = e.lost && Some(i) != dying;
                 let detail = match answers.len() {
+                    n if maybe_held && n > 0 && attempts.iter().all(|o| *o == Outcome::Failed) => {
+                        format!("every attempt failed{kept}")
+                    }
                     0 => format!("no attempt{kept}"),
                     1 => format!("1 attempt: {}{kept}", answers[0]),
                     n => format!("{n} attempts: {}{kept}", answers.join(", ")),

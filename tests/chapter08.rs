@@ -324,10 +324,11 @@ fn a_fallback_email_that_copies_the_push_row_loses_its_retries() {
 fn dead_lettering_after_three_attempts_is_one_retry_short() {
     let (_, pattern, report) = variant("three-attempts");
     // A crash in an outage restarts with a closed breaker, which costs the
-    // backlog one attempt more: three are then too few.
+    // backlog one attempt more: three are then too few. Chapter 6's slow
+    // send that follows three 503s never comes either.
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS FAIL PASS"
     );
     let early = details_of(&report, NOT_EARLY);
     assert!(
