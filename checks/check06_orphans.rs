@@ -367,7 +367,7 @@ impl Batch {
     }
 
     /// Other names and channels, 2 to 6 rows held by the killed dispatcher,
-    /// a slow send of 2 to 4 min 50 s, a hang of 7 to 9 min that ends in
+    /// a slow send of 2 to 4 min 50 s or one just past the threshold, a hang of 7 to 9 min that ends in
     /// any answer, under the other dispatcher's host name or its own, a
     /// long batch of sends of 70 to 140 s with one or two rows past the
     /// held one, and a poison row that fails once or twice before it
@@ -388,7 +388,14 @@ impl Batch {
             text: rng.pick(&EVENTS).to_string(),
         };
         let people = names[..count].iter().map(|n| person(&mut rng, n)).collect();
-        let slow = rng.between(120, 290) as i64 * SECOND;
+        // Every other batch's slow send is a boundary: it outlives the
+        // threshold by the sweep's lead, so the sweep meets its claim
+        // exactly 5 minutes old, which is not yet "more than 5 minutes".
+        let drawn = rng.between(120, 290) as i64 * SECOND;
+        let slow = match seed % 2 {
+            0 => ORPHANED_AFTER + SWEEP_LEAD,
+            _ => drawn,
+        };
         let late = rng.between(420, 540) as i64 * SECOND;
         let send = rng.between(70, 140) as i64 * SECOND;
         let rows = held_row(send) + 1 + rng.between(1, 2) as usize;

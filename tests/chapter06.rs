@@ -355,6 +355,12 @@ fn wrong_fixes_the_wider_batches_show_fail_their_property() {
             "1 live send dead-lettered",
         ),
         (
+            "sweep-at-threshold",
+            "PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS",
+            LIVE,
+            "1 live send dead-lettered",
+        ),
+        (
             "sweep-keeps-stale-error",
             "FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS",
             EVENTUALLY,
