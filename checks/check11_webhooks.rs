@@ -33,7 +33,7 @@ use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
 use lab::serve::Schedule;
-use lab::webhook::{self, Answered, Delivery, Signing, GARBLED_FORMS};
+use lab::webhook::{self, Answered, Delivery, Rotation, Signing, GARBLED_FORMS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 11,
@@ -113,6 +113,8 @@ struct Hook {
     /// How long before it comes the provider signed it, in seconds;
     /// negative when the provider's clock is ahead.
     lag_s: i64,
+    /// Signed with a second secret too, the provider's next one.
+    rotation: Rotation,
 }
 
 impl Hook {
@@ -123,6 +125,7 @@ impl Hook {
             signing: self.signing.clone(),
             down: self.down,
             lag_s: self.lag_s,
+            rotation: self.rotation,
         }
     }
 
@@ -240,6 +243,7 @@ fn genuine(event: Event, at: i64, style: u64) -> Hook {
         at,
         down: false,
         lag_s: 0,
+        rotation: Rotation::None,
     }
 }
 
@@ -295,6 +299,7 @@ fn bad(label: &str, kind: u64, to: &str, at: i64) -> Hook {
         at,
         down: false,
         lag_s: 0,
+        rotation: Rotation::None,
     }
 }
 
@@ -379,6 +384,7 @@ impl Batch {
             at: at(1, 30),
             down: false,
             lag_s: 0,
+            rotation: Rotation::None,
         });
         let old = event("evt_0", "complained", at(0, 0) - 3 * DAY, "msg_0", &cleo);
         let (body_old, looks) = body(&old, None, 0);
@@ -394,6 +400,7 @@ impl Batch {
             at: at(1, 40),
             down: false,
             lag_s: 0,
+            rotation: Rotation::None,
         });
         hooks.push(bad("evt_x1", 0, &cleo, at(3, 30)));
         hooks.sort_by_key(|h| h.at);
@@ -430,6 +437,7 @@ impl Batch {
             at: at(0, 30),
             down: false,
             lag_s: 0,
+            rotation: Rotation::None,
         };
         let mut complaint = genuine(
             event("evt_2", "complained", at(0, 40), "msg_2", &fay),
@@ -526,6 +534,7 @@ impl Batch {
                     at: arrives,
                     down: false,
                     lag_s,
+                    rotation: Rotation::None,
                 });
                 occurred += rng.between(10, 60) as i64 * SECOND;
             }
@@ -585,6 +594,7 @@ impl Batch {
                 },
                 down: false,
                 lag_s: 0,
+                rotation: Rotation::None,
             });
         }
         // Replayed: an old bounce or complaint, captured days ago, or a
@@ -620,6 +630,7 @@ impl Batch {
                 at: when,
                 down: false,
                 lag_s: 0,
+                rotation: Rotation::None,
             });
         }
         for b in 0..rng.between(0, 2) {
@@ -744,6 +755,20 @@ impl Batch {
                 )
             }),
         };
+        // While the provider replaces its secret it signs with both, its
+        // next one before or after the one the service holds; a forger may
+        // put two signatures in, neither the service's. From a stream of
+        // its own.
+        let mut rotating = Rng::new(seed ^ 0x1111_5ec2_e700);
+        for h in hooks.iter_mut() {
+            if matches!(h.signing, Signing::Genuine | Signing::Forged) {
+                h.rotation = match rotating.between(0, 3) {
+                    0 => Rotation::First,
+                    1 => Rotation::Second,
+                    _ => Rotation::None,
+                };
+            }
+        }
         Batch {
             seed: Some(seed),
             title: "",
@@ -1395,6 +1420,26 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     Dimension {
         name: "a genuine webhook signed by a provider clock ahead of the service's",
         reached: |b| any_hook(b, |h| h.nature == Nature::Genuine && h.lag_s < 0),
+    },
+    Dimension {
+        name: "a genuine webhook signed with two secrets, the service's second",
+        reached: |b| {
+            any_hook(b, |h| {
+                h.nature == Nature::Genuine
+                    && h.signing == Signing::Genuine
+                    && h.rotation == Rotation::Second
+            })
+        },
+    },
+    Dimension {
+        name: "a genuine webhook signed with two secrets, the service's first",
+        reached: |b| {
+            any_hook(b, |h| {
+                h.nature == Nature::Genuine
+                    && h.signing == Signing::Genuine
+                    && h.rotation == Rotation::First
+            })
+        },
     },
     Dimension {
         name: "a genuine webhook signed minutes before it came",

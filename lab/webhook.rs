@@ -36,6 +36,10 @@ use crate::serve::{Operation, Services};
 pub const SECRET: &str = "whsec_lab_5f0c9a2e7b1d4c8e";
 /// What someone who does not know [`SECRET`] signs with.
 const NOT_THE_SECRET: &str = "whsec_guessed_0000000000000000";
+/// The provider's next secret, while it replaces [`SECRET`]: the endpoint
+/// has not been given it yet, so its `v1` matches nothing the service
+/// holds, and a header then carries two `v1`s.
+const NEXT_SECRET: &str = "whsec_lab_rotated_9d41b07c3e25";
 /// The header that carries the timestamp and the signature.
 pub const SIGNATURE: &str = "Webhook-Signature";
 /// What the provider records when the endpoint could not be reached.
@@ -132,6 +136,39 @@ pub struct Delivery {
     /// negative, how far the provider's clock runs ahead of the service's.
     #[serde(default)]
     pub lag_s: i64,
+    /// Signed during a secret rotation: [`Rotation::Second`] or
+    /// [`Rotation::First`] puts a `v1` made with a secret the service does
+    /// not hold before or after the request's own.
+    #[serde(default)]
+    pub rotation: Rotation,
+}
+
+/// Whether, and where, a request's header carries a second `v1`, made with
+/// a secret the endpoint does not hold (the provider's next one): a
+/// provider replacing its secret signs with both, and an endpoint takes
+/// the request when any `v1` matches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rotation {
+    /// One `v1`.
+    #[default]
+    None,
+    /// The request's own `v1` first, the other after it.
+    First,
+    /// The other `v1` first, the request's own after it.
+    Second,
+}
+
+impl Rotation {
+    /// `header` (`t=..,v1=..`) with the other secret's `v1` put in.
+    fn sign(self, header: String, timestamp: i64, body: &[u8]) -> String {
+        let other = signature(NEXT_SECRET, timestamp, body);
+        let other = other.split_once(",v1=").map_or("", |(_, v1)| v1);
+        match (self, header.split_once(",v1=")) {
+            (Rotation::None, _) | (_, None) => header,
+            (Rotation::First, Some(_)) => format!("{header},v1={other}"),
+            (Rotation::Second, Some((t, own))) => format!("{t},v1={other},v1={own}"),
+        }
+    }
 }
 
 impl Delivery {
@@ -144,9 +181,13 @@ impl Delivery {
     /// (UNIX seconds).
     fn request(&self, now_ms: i64, now_s: i64) -> Request {
         let body = self.body.as_bytes().to_vec();
+        let rotated = |header: String, t: i64| self.rotation.sign(header, t, &body);
         let header = match &self.signing {
-            Signing::Genuine => Some(signature(SECRET, now_s - self.lag_s, &body)),
-            Signing::Forged => Some(signature(NOT_THE_SECRET, now_s, &body)),
+            Signing::Genuine => Some(rotated(
+                signature(SECRET, now_s - self.lag_s, &body),
+                now_s - self.lag_s,
+            )),
+            Signing::Forged => Some(rotated(signature(NOT_THE_SECRET, now_s, &body), now_s)),
             Signing::Replayed { signed_at_ms } => {
                 let then = now_s - (now_ms - signed_at_ms).div_euclid(1000);
                 Some(signature(SECRET, then, &body))
@@ -320,6 +361,7 @@ pub(crate) fn owed(dir: &Path) -> Result<Vec<Delivery>> {
             signing: Signing::Genuine,
             down: false,
             lag_s: 0,
+            rotation: Rotation::None,
         })
         .collect())
 }
