@@ -633,3 +633,112 @@ impl VisitorMut for Sites<'_> {
         self.done()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mutants of one SQL string, as their descriptions and texts.
+    fn mutants(sql: &str) -> Vec<(String, String)> {
+        let statements = Parser::parse_sql(&SQLiteDialect {}, sql).unwrap();
+        let statuses = vec!["PENDING".to_string(), "SENT".to_string()];
+        let mut sites = Sites::count(&statuses);
+        let _ = statements[0].clone().visit(&mut sites);
+        (0..sites.found.len())
+            .map(|target| {
+                let mut mutated = statements[0].clone();
+                let _ = mutated.visit(&mut Sites::apply(&statuses, target));
+                (sites.found[target].clone(), mutated.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_conjunct_is_dropped_once_and_each_comparison_flipped() {
+        let all = mutants("UPDATE outbox SET status = 'SENT', attempts = ?4 WHERE id = ?1 AND claimed_by = ?2 AND claimed_at < ?3");
+        let texts: Vec<&str> = all.iter().map(|(_, t)| t.as_str()).collect();
+        for want in [
+            "UPDATE outbox SET attempts = ?4 WHERE id = ?1 AND claimed_by = ?2 AND claimed_at < ?3",
+            "UPDATE outbox SET status = 'SENT' WHERE id = ?1 AND claimed_by = ?2 AND claimed_at < ?3",
+            "UPDATE outbox SET status = 'SENT', attempts = ?4 WHERE id = ?1 AND claimed_by = ?2",
+            "UPDATE outbox SET status = 'SENT', attempts = ?4 WHERE id = ?1 AND claimed_at < ?3",
+            "UPDATE outbox SET status = 'SENT', attempts = ?4 WHERE claimed_by = ?2 AND claimed_at < ?3",
+            "UPDATE outbox SET status = 'SENT', attempts = ?4 WHERE id = ?1 AND claimed_by = ?2 AND claimed_at <= ?3",
+            "UPDATE outbox SET status = 'SENT', attempts = ?4 WHERE id <> ?1 AND claimed_by = ?2 AND claimed_at < ?3",
+            "UPDATE outbox SET status = 'PENDING', attempts = ?4 WHERE id = ?1 AND claimed_by = ?2 AND claimed_at < ?3",
+        ] {
+            assert!(texts.contains(&want), "{want} not among {texts:#?}");
+        }
+        // Three conjuncts: three drops, never two at once.
+        let drops = all
+            .iter()
+            .filter(|(what, _)| what.contains("` from `"))
+            .count();
+        assert_eq!(drops, 3, "{all:#?}");
+        assert_eq!(all.len(), texts.iter().collect::<BTreeSet<_>>().len());
+    }
+
+    #[test]
+    fn a_claim_loses_its_order_limit_and_returning_columns_and_an_upsert_its_update() {
+        let claim = mutants(
+            "UPDATE outbox SET status = 'SENT' WHERE id IN (SELECT id FROM outbox WHERE status = 'PENDING' ORDER BY id LIMIT ?3) RETURNING id, body",
+        );
+        let said: Vec<&str> = claim.iter().map(|(w, _)| w.as_str()).collect();
+        for want in [
+            "drop ORDER BY id",
+            "drop LIMIT ?3",
+            "drop `id` from RETURNING",
+            "drop `body` from RETURNING",
+        ] {
+            assert!(said.contains(&want), "{want} not among {said:#?}");
+        }
+        let upsert = mutants("INSERT INTO prefs (person, on_) VALUES (?1, ?2) ON CONFLICT (person) DO UPDATE SET on_ = excluded.on_");
+        assert!(
+            upsert
+                .iter()
+                .any(|(_, t)| t.ends_with("ON CONFLICT(person) DO NOTHING")),
+            "{upsert:#?}"
+        );
+        let begin = mutants("BEGIN IMMEDIATE");
+        assert_eq!(begin.len(), 1, "{begin:#?}");
+        assert!(!begin[0].1.contains("IMMEDIATE"), "{begin:#?}");
+    }
+
+    #[test]
+    fn a_format_string_takes_its_consts_in_and_keeps_its_holes() {
+        let consts = HashMap::from([(
+            "OURS".to_string(),
+            "id = ?1 AND claimed_at = ?2".to_string(),
+        )]);
+        let (text, holes) =
+            unformat("UPDATE t SET n = {n} WHERE {OURS} AND k = '{{x}}'", &consts).unwrap();
+        assert_eq!(
+            text,
+            "UPDATE t SET n = format_hole_0 WHERE id = ?1 AND claimed_at = ?2 AND k = '{x}'"
+        );
+        assert_eq!(
+            holes,
+            vec![("format_hole_0".to_string(), "{n}".to_string())]
+        );
+    }
+
+    #[test]
+    fn strings_are_found_with_their_places_and_doc_comments_are_not() {
+        let source = "/// SELECT nothing: a doc comment\nconst Q: &str = \"SELECT 1\";\nfn f() { g(&format!(r#\"UPDATE t SET a = {x}\"#)); }\n";
+        let found = Strings::find(source).unwrap();
+        let values: Vec<(&str, bool)> = found
+            .literals
+            .iter()
+            .map(|l| (l.value.as_str(), l.formatted))
+            .collect();
+        assert_eq!(
+            values,
+            vec![("SELECT 1", false), ("UPDATE t SET a = {x}", true)]
+        );
+        assert_eq!(
+            &source[found.literals[1].span.clone()],
+            "r#\"UPDATE t SET a = {x}\"#"
+        );
+        assert_eq!(found.consts.get("Q").map(String::as_str), Some("SELECT 1"));
+    }
+}
