@@ -1378,6 +1378,14 @@ fn any_hook(batch: &Batch, that: impl Fn(&Hook) -> bool) -> bool {
     batch.hooks.iter().any(that)
 }
 
+/// Whether a genuine report of the batch was signed with two secrets, the
+/// service's where `rotation` puts it.
+fn rotated(b: &Batch, rotation: Rotation) -> bool {
+    any_hook(b, |h| {
+        h.nature == Nature::Genuine && h.signing == Signing::Genuine && h.rotation == rotation
+    })
+}
+
 /// Whether a hook's signature header is spoiled in one of `forms` ways.
 fn garbled(hook: &Hook, forms: &[u8]) -> bool {
     matches!(hook.signing, Signing::Garbled { form } if forms.contains(&(form % GARBLED_FORMS)))
@@ -1423,23 +1431,11 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
     Dimension {
         name: "a genuine webhook signed with two secrets, the service's second",
-        reached: |b| {
-            any_hook(b, |h| {
-                h.nature == Nature::Genuine
-                    && h.signing == Signing::Genuine
-                    && h.rotation == Rotation::Second
-            })
-        },
+        reached: |b| rotated(b, Rotation::Second),
     },
     Dimension {
         name: "a genuine webhook signed with two secrets, the service's first",
-        reached: |b| {
-            any_hook(b, |h| {
-                h.nature == Nature::Genuine
-                    && h.signing == Signing::Genuine
-                    && h.rotation == Rotation::First
-            })
-        },
+        reached: |b| rotated(b, Rotation::First),
     },
     Dimension {
         name: "a genuine webhook signed minutes before it came",
