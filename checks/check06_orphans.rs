@@ -367,10 +367,11 @@ impl Batch {
     }
 
     /// Other names and channels, 2 to 6 rows held by the killed dispatcher,
-    /// a slow send of 2 to 4 min 50 s or one just past the threshold, a hang of 7 to 9 min that ends in
-    /// any answer, under the other dispatcher's host name or its own, a
-    /// long batch of sends of 70 to 140 s with one or two rows past the
-    /// held one, and a poison row that fails once or twice before it
+    /// a slow send of 2 to 4 min 50 s or one just past the threshold, on
+    /// any of its row's attempts, a hang of 7 to 9 min that ends in any
+    /// answer, under the other dispatcher's host name or its own, a long
+    /// batch of sends of 70 to 140 s with one or two rows past the held
+    /// one, and a poison row that fails one to three times before it
     /// kills. The answer, the host and the poison's failures go by the
     /// seed, so that any three seeds in a row play every answer.
     fn random(seed: u64) -> Batch {
@@ -522,6 +523,14 @@ impl Batch {
 }
 
 impl Scenario {
+    /// How many 503s a random batch's slow row meets before its slow send.
+    fn failures_before_slow(&self) -> u32 {
+        match (self.what, self.seed) {
+            (What::Slow, Some(_)) => self.fails_first,
+            _ => 0,
+        }
+    }
+
     fn batch(&self) -> String {
         match self.seed {
             None => "the chapter's batch".to_string(),
@@ -552,8 +561,8 @@ impl Scenario {
                     None => kills,
                 }
             }
-            What::Slow => match (self.seed, self.fails_first) {
-                (Some(_), n @ 1..) => format!(
+            What::Slow => match self.failures_before_slow() {
+                n @ 1.. => format!(
                     "{who}'s first {} a 503, then dispatcher 1's attempt {} takes {} while dispatcher 2 runs",
                     match n {
                         1 => "send meets".to_string(),
@@ -701,12 +710,11 @@ impl Played {
             }
         }
         if !self.arranged {
-            let s = &self.scenario;
-            if s.what == What::Slow && s.seed.is_some() && s.fails_first > 0 {
+            let failures = self.scenario.failures_before_slow();
+            if failures > 0 {
                 return Some(format!(
-                    "dispatcher 1 never began attempt {} of the row after its {} 503s (chapter 5 gives a row four attempts), so there was no race to judge",
-                    s.fails_first + 1,
-                    s.fails_first
+                    "dispatcher 1 never began attempt {} of the row after its {failures} 503s (chapter 5 gives a row four attempts), so there was no race to judge",
+                    failures + 1,
                 ));
             }
             return Some(
@@ -915,10 +923,7 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     let hold_limit_ms = (case.timeout * 3 / 2).as_millis() as u64;
     // A random batch's slow send may be the row's second, third or last
     // attempt: dispatcher 1 runs its schedule through the 503s before it.
-    let earlier = match (scenario.what, scenario.seed) {
-        (What::Slow, Some(_)) => scenario.fails_first,
-        _ => 0,
-    };
+    let earlier = scenario.failures_before_slow();
     let mut first = match earlier {
         0 => scenario.setup(dir, vec![Step::new("dispatch")]),
         _ => scenario.setup(dir, vec![schedule(RETRIED_BY)]),
