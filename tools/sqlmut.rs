@@ -38,7 +38,7 @@ use anyhow::{bail, Context, Result};
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use sqlparser::ast::{
     BinaryOperator, Expr, JoinConstraint, JoinOperator, OnConflictAction, OnInsert, Query, Select,
-    Statement, Value, ValueWithSpan, VisitMut, VisitorMut,
+    Statement, Value, ValueWithSpan, VisitMut, Visitor, VisitorMut,
 };
 use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::Parser;
@@ -226,7 +226,7 @@ impl<'a> Sql<'a> {
             return Ok(None);
         }
         let (text, holes) = match literal.formatted {
-            true => unformat(&literal.value, consts)?,
+            true => unformat(&literal.value, consts),
             false => (literal.value.clone(), Vec::new()),
         };
         let statements = Parser::parse_sql(dialect, &text)
@@ -257,8 +257,7 @@ impl<'a> Sql<'a> {
     /// The quoted status words its statements use.
     fn statuses(&self) -> Vec<String> {
         let mut found = Vec::new();
-        let mut statements = self.statements.clone();
-        let _ = statements.visit(&mut Statuses(&mut found));
+        let _ = sqlparser::ast::Visit::visit(&self.statements, &mut Statuses(&mut found));
         found
     }
 
@@ -285,10 +284,7 @@ impl<'a> Sql<'a> {
 
 /// A format string as SQL: a `{CONST}` put in its place, any other `{...}`
 /// a column name standing for it, `{{` and `}}` as braces.
-fn unformat(
-    value: &str,
-    consts: &HashMap<String, String>,
-) -> std::result::Result<(String, Vec<(String, String)>), String> {
+fn unformat(value: &str, consts: &HashMap<String, String>) -> (String, Vec<(String, String)>) {
     let mut text = String::new();
     let mut holes = Vec::new();
     let mut chars = value.chars().peekable();
@@ -316,7 +312,7 @@ fn unformat(
             c => text.push(c),
         }
     }
-    Ok((text, holes))
+    (text, holes)
 }
 
 fn one_line(sql: &str) -> String {
@@ -380,10 +376,10 @@ fn is_status(value: &Value) -> Option<&str> {
 
 struct Statuses<'a>(&'a mut Vec<String>);
 
-impl VisitorMut for Statuses<'_> {
+impl Visitor for Statuses<'_> {
     type Break = ();
 
-    fn pre_visit_value(&mut self, value: &mut ValueWithSpan) -> ControlFlow<()> {
+    fn pre_visit_value(&mut self, value: &ValueWithSpan) -> ControlFlow<()> {
         if let Some(s) = is_status(&value.value) {
             self.0.push(s.to_string());
         }
@@ -710,8 +706,7 @@ mod tests {
             "OURS".to_string(),
             "id = ?1 AND claimed_at = ?2".to_string(),
         )]);
-        let (text, holes) =
-            unformat("UPDATE t SET n = {n} WHERE {OURS} AND k = '{{x}}'", &consts).unwrap();
+        let (text, holes) = unformat("UPDATE t SET n = {n} WHERE {OURS} AND k = '{{x}}'", &consts);
         assert_eq!(
             text,
             "UPDATE t SET n = format_hole_0 WHERE id = ?1 AND claimed_at = ?2 AND k = '{x}'"
