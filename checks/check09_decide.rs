@@ -24,7 +24,7 @@ use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_outbox, History};
-use lab::report::{first_found, judge, Finding};
+use lab::report::{counted, first_found, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step};
@@ -1047,22 +1047,31 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let mut verdicts = vec![
         judge(
             OPTED_OUT,
-            format!("{sends} messages, none on a channel turned off"),
+            format!(
+                "{}, none on a channel turned off",
+                counted(sends, "message")
+            ),
             f_off,
         ),
         judge(
             QUIET,
-            format!("{pushes} pushes, none in quiet hours"),
+            format!("{}, none in quiet hours", counted(pushes, "push")),
             f_quiet,
         ),
         judge(
             HELD,
-            format!("{held_count} pushes published in quiet hours, each sent by 08:02"),
+            format!(
+                "{} published in quiet hours, each sent by 08:02",
+                counted(held_count, "push")
+            ),
             f_held,
         ),
         judge(
             CRITICAL,
-            format!("{alerts} alerts, each sent at once on both channels"),
+            format!(
+                "{}, each sent at once on both channels",
+                counted(alerts, "alert")
+            ),
             f_critical,
         ),
     ];

@@ -25,7 +25,7 @@ use lab::explore::{
 };
 use lab::history::{History, WAITING};
 use lab::provider::PUSH_PAYLOAD_LIMIT;
-use lab::report::{first_found, judge, Finding};
+use lab::report::{counted, first_found, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
@@ -1084,22 +1084,32 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let mut verdicts = vec![
         judge(
             ESCAPED,
-            format!("{emails} emails and {pushes} pushes, every field as typed"),
+            format!(
+                "{} and {}, every field as typed",
+                counted(emails, "email"),
+                counted(pushes, "push")
+            ),
             first(&played, escaped, "fields not as typed"),
         ),
         judge(
             PLACEHOLDERS,
-            format!("{} messages, none with a placeholder", emails + pushes),
+            format!(
+                "{}, none with a placeholder",
+                counted(emails + pushes, "message")
+            ),
             first(&played, placeholders, "messages with a placeholder"),
         ),
         judge(
             FITS,
-            format!("{pushes} pushes, the longest {longest} bytes"),
+            format!("{}, the longest {longest} bytes", counted(pushes, "push")),
             first(&played, fits, "pushes too large, broken or lost"),
         ),
         judge(
             FAILS_CLOSED,
-            format!("{unrenderable} messages missing a field, each FAILED at once"),
+            format!(
+                "{} missing a field, each FAILED at once",
+                counted(unrenderable, "message")
+            ),
             first(&played, fails_closed, "messages that did not fail closed"),
         ),
     ];

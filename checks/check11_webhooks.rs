@@ -536,7 +536,13 @@ impl Batch {
                     lag_s,
                     rotation: Rotation::None,
                 });
-                occurred += rng.between(10, 60) as i64 * SECOND;
+                // Sometimes the next report on the message happens in the
+                // same second: the rules keep the first one taken.
+                let gap = match rng.between(10, 60) {
+                    gap if gap < 16 => 0,
+                    gap => gap,
+                };
+                occurred += gap as i64 * SECOND;
             }
         }
         let genuine: Vec<Hook> = hooks.clone();
@@ -871,14 +877,6 @@ impl Batch {
         }
         seen
     }
-
-    /// The latest genuine event about `message`, by the provider's clock.
-    fn latest(&self, message: &str) -> Option<&Event> {
-        self.genuine()
-            .into_iter()
-            .filter(|e| e.message == message)
-            .max_by_key(|e| e.occurred)
-    }
 }
 
 /// One outbox row as it was left.
@@ -918,6 +916,24 @@ impl Played {
             .into_iter()
             .find(|a| a.accepted())
             .map(|a| a.at_ms)
+    }
+
+    /// The genuine event whose status `message` must end with: the latest
+    /// by the provider's clock, which reads whole seconds; of several in
+    /// the same second, the first the endpoint took, since only a later
+    /// event changes a status.
+    fn latest(&self, message: &str) -> Option<&Event> {
+        let events: Vec<&Event> = self
+            .batch
+            .genuine()
+            .into_iter()
+            .filter(|e| e.message == message)
+            .collect();
+        let last = events.iter().map(|e| unix(e.occurred)).max()?;
+        events
+            .into_iter()
+            .filter(|e| unix(e.occurred) == last)
+            .min_by_key(|e| self.taken(&e.id).unwrap_or(i64::MAX))
     }
 
     fn row(&self, message: &str) -> Option<&Left> {
@@ -1208,7 +1224,7 @@ fn ordered(played: &Played) -> Vec<String> {
     let batch = &played.batch;
     let mut lines = Vec::new();
     for m in &batch.messages {
-        let Some(latest) = batch.latest(&m.id) else {
+        let Some(latest) = played.latest(&m.id) else {
             continue;
         };
         let Some(row) = played.row(&m.id) else {
@@ -1232,8 +1248,11 @@ fn ordered(played: &Played) -> Vec<String> {
         } else {
             row.delivery.clone()
         };
+        let tied = batch.genuine().into_iter().any(|e| {
+            e.id != latest.id && e.message == m.id && unix(e.occurred) == unix(latest.occurred)
+        });
         lines.push(format!(
-            "{} ends with {said}, but the provider's latest is {} at {} ({}, came at {}).",
+            "{} ends with {said}, but the provider's latest is {} at {} ({}, came at {}){}.",
             m.id,
             latest.kind,
             clock(latest.occurred),
@@ -1243,7 +1262,12 @@ fn ordered(played: &Played) -> Vec<String> {
                 .iter()
                 .find(|h| h.label == latest.id)
                 .map(|h| clock(h.at))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if tied {
+                ", taken first of the reports in that second: a later one in the same second is not later"
+            } else {
+                ""
+            }
         ));
     }
     lines
@@ -1452,7 +1476,18 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
                 .collect();
             genuine.iter().any(|(came, e)| {
                 genuine.iter().any(|(later, l)| {
-                    later > came && l.message == e.message && l.occurred < e.occurred
+                    later > came && l.message == e.message && unix(l.occurred) < unix(e.occurred)
+                })
+            })
+        },
+    },
+    Dimension {
+        name: "two reports on one message in the same second, the first taken standing",
+        reached: |b| {
+            let genuine = b.genuine();
+            genuine.iter().any(|e| {
+                genuine.iter().any(|l| {
+                    l.id != e.id && l.message == e.message && unix(l.occurred) == unix(e.occurred)
                 })
             })
         },
@@ -1492,7 +1527,7 @@ fn delivered_after_suppressed(b: &Batch) -> bool {
             genuine.iter().any(|(later, d)| {
                 !d.suppresses()
                     && d.to == stop.to
-                    && d.occurred > stop.occurred
+                    && unix(d.occurred) > unix(stop.occurred)
                     && later > came
                     && b.messages.iter().any(|m| m.to == stop.to && m.at > *later)
             })
@@ -1610,6 +1645,8 @@ impl Explorer for Generated {
     /// One fault loses at most one of a report's requests, so by the
     /// provider's second round of sending again after the report last came,
     /// it was taken: an email queued after that is judged in full.
+    /// Of two reports in the same second, the first taken stands, and a
+    /// fault may change which is taken first: either status will do.
     fn under_faults(&self, batch: &Batch, fates: BTreeMap<String, Fate>) -> BTreeMap<String, Fate> {
         let mut taken_by: Vec<(String, i64)> = Vec::new();
         for h in batch.hooks.iter().filter(|h| h.nature == Nature::Genuine) {
@@ -1634,8 +1671,35 @@ impl Explorer for Generated {
             .filter(|m| taken_by.iter().any(|(to, by)| *to == m.to && m.at <= *by))
             .map(|m| format!("{} to {}", m.id, m.to))
             .collect();
+        let tied: Vec<(String, Vec<&str>)> = batch
+            .messages
+            .iter()
+            .filter_map(|m| {
+                let events: Vec<&Event> = batch
+                    .genuine()
+                    .into_iter()
+                    .filter(|e| e.message == m.id)
+                    .collect();
+                let last = events.iter().map(|e| unix(e.occurred)).max()?;
+                let kinds: Vec<&str> = events
+                    .iter()
+                    .filter(|e| unix(e.occurred) == last)
+                    .map(|e| e.kind)
+                    .collect();
+                (kinds.len() > 1).then(|| (format!("{} to {}", m.id, m.to), kinds))
+            })
+            .collect();
+        let fates = fates.into_iter().map(|(subject, mut fate)| {
+            if let Some((_, kinds)) = tied.iter().find(|(s, _)| *s == subject) {
+                if let Some((status, kind)) = fate.state.split_once(", ") {
+                    if kinds.contains(&kind) {
+                        fate.state = format!("{status}, {} (same second)", kinds.join(" or "));
+                    }
+                }
+            }
+            (subject, fate)
+        });
         fates
-            .into_iter()
             .map(|(subject, fate)| {
                 if in_between.contains(&subject) {
                     let state = fate.state.split(", ").nth(1).unwrap_or("").to_string();

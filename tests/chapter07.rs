@@ -494,7 +494,7 @@ fn a_random_batch_replays_by_its_seed() {
     assert!(scenario.starts_with("random batch (seed 1)"), "{scenario}");
     // The generated scenario of the same seed, under every fault.
     let explored = played.report["verdicts"][AGREES]["evidence"].to_string();
-    assert!(explored.starts_with("\"1 scenarios, "), "{explored}");
+    assert!(explored.starts_with("\"1 scenario, "), "{explored}");
 }
 
 #[test]

@@ -149,7 +149,41 @@ fn a_case_that_prints_spawns_hangs_or_exits_early_is_explained_once() {
     }
 
     a_case_that_exits_early_and_prints_in_a_loop(&shop, &shipped);
+    a_case_that_panics_is_one_finding(&shop, &shipped);
     a_hang_in_plays_side_by_side_is_named_the_same_every_run(&shop);
+}
+
+/// A panic that breaks every property is shown once, with where it
+/// happened, and the check ends with where to turn.
+fn a_case_that_panics_is_one_finding(shop: &Workshop, shipped: &str) {
+    shop.write(CASE, shipped);
+    edit(
+        shop,
+        &[(
+            "    let tx = db.transaction()?;",
+            "    let tx = db.transaction()?;\n    if invite.email.starts_with(\"dana\") {\n        panic!(\"no seat map for {}\", invite.email);\n    }",
+        )],
+    );
+    let out = shop.notify(&["check", "1"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert_eq!(text.matches("PANIC").count(), 1, "{text}");
+    assert!(
+        text.contains("the case panicked during invite dana: no seat map for dana@example.com"),
+        "{text}"
+    );
+    assert!(text.contains("case01_outbox.rs:"), "{text}");
+    assert_eq!(
+        text.matches("panicked: no seat map").count(),
+        0,
+        "no property repeats it: {text}"
+    );
+    assert!(text.contains("each met the panic above"), "{text}");
+    assert!(text.contains("1 case process in"), "{text}");
+    assert!(text.contains("stuck? `notify hint 1`"), "{text}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&shop.notify(&["check", "1", "--json"]).stdout).expect("JSON");
+    assert_eq!(report["stopped"]["exit"]["exit"], "panicked");
 }
 
 /// The second half of the test above, in the same copy: one copy of the

@@ -21,7 +21,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use crate::chapter::fingerprint;
 pub use crate::experiments::chart::clock;
 use crate::history::History;
-use crate::report::Verdict;
+use crate::report::{counted, Verdict};
 use crate::rng::Rng;
 use crate::runner::{in_parallel, scenario_dir, Case, Exit};
 use crate::scenario::{Fault, Plan, Step};
@@ -2000,8 +2000,10 @@ pub fn explore<E: Explorer>(
         n => format!(", {}", counted(n, "lost send")),
     };
     let evidence = format!(
-        "{} scenarios, {} crash points, {} failing commits{lost}{sampled}",
-        coverage.scenarios, coverage.crashes, coverage.failing
+        "{}, {}, {}{lost}{sampled}",
+        counted(coverage.scenarios, "scenario"),
+        counted(coverage.crashes, "crash point"),
+        counted(coverage.failing, "failing commit")
     );
     let mut verdicts = Vec::new();
     // One budget of plays for shrinking every broken rule of a check, so a
@@ -2022,7 +2024,10 @@ pub fn explore<E: Explorer>(
             // Agreement is judged on the plays without faults only.
             let evidence = match rule {
                 Rule::Agrees | Rule::ClosesOnAnswer | Rule::OneProbe => {
-                    format!("{} scenarios, without faults", coverage.scenarios)
+                    format!(
+                        "{}, without faults",
+                        counted(coverage.scenarios, "scenario")
+                    )
                 }
                 _ => evidence.clone(),
             };
@@ -2065,14 +2070,6 @@ pub fn explore<E: Explorer>(
 }
 
 /// "1 crash point", "3 crash points".
-fn counted(n: usize, thing: &str) -> String {
-    if n == 1 {
-        format!("1 {thing}")
-    } else {
-        format!("{n} {thing}s")
-    }
-}
-
 /// The properties exploring judges for `explorer`, in the order they are
 /// reported.
 pub fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {

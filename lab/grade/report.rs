@@ -111,6 +111,20 @@ pub fn first_found<P>(
     (total, finding)
 }
 
+/// `n` things, in the singular for one: "1 push", "3 pushes".
+pub fn counted(n: usize, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        _ if ["s", "sh", "ch", "x"]
+            .iter()
+            .any(|end| thing.ends_with(end)) =>
+        {
+            format!("{n} {thing}es")
+        }
+        _ => format!("{n} {thing}s"),
+    }
+}
+
 /// The verdict on `property`: it held, with `pass_evidence`, unless a
 /// scenario found it broken.
 pub fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) -> Verdict {
@@ -282,7 +296,7 @@ impl CheckReport {
         }
         let mut unjudged = 0;
         for v in &self.verdicts {
-            if self.stopped.is_some() && !v.pass && stopped_by_it(v) {
+            if !v.pass && self.stopped.as_deref().is_some_and(|s| stopped_by_it(v, s)) {
                 unjudged += 1;
                 continue;
             }
@@ -324,8 +338,12 @@ impl CheckReport {
             }
         }
         if unjudged > 0 {
+            let why = match self.stopped.as_deref().map(|s| &s.exit) {
+                Some(Exit::Panicked(_)) => "each met the panic above",
+                _ => "each needs the case to play its plan to the end",
+            };
             out.push_str(&format!(
-                "  {}  {unjudged} of {} properties: each needs the case to play its plan to the end\n",
+                "  {}  {unjudged} of {} properties: {why}\n",
                 "NOT JUDGED".red().bold(),
                 self.verdicts.len()
             ));
@@ -335,10 +353,10 @@ impl CheckReport {
             out.push('\n');
         }
         out.push_str(&format!(
-            "{} of {} properties hold; {} case processes in {:.1} s\n",
+            "{} of {} properties hold; {} in {:.1} s\n",
             held,
             self.verdicts.len(),
-            self.processes,
+            counted(self.processes, "case process"),
             self.seconds
         ));
         if let Some(coverage) = &self.coverage {
@@ -367,10 +385,17 @@ impl CheckReport {
                 format!("the case exited (code {code}) during {doing}, before its plan was done"),
                 format!("✖ exit({code}) during {doing}: the rest of the plan never ran"),
             ),
+            Exit::Panicked(message) => (
+                "PANIC",
+                format!("the case panicked during {}: {message}", stopped.doing),
+                // The timeline's last event already says it.
+                String::new(),
+            ),
             other => ("STOP", other.describe(), other.describe()),
         };
         let hint = match stopped.exit {
             Exit::TimedOut { .. } => "look for a loop that never ends, or a wait nothing ends; a longer --timeout helps only a slow machine",
+            Exit::Panicked(_) => "where the lab can make a call fail (a commit, a send), return the error with `?` instead of unwrapping it; anything else that panics is a bug at that line",
             _ => "a case never ends its own process: return from the operation (an error is fine) and the lab carries on",
         };
         let mut out = format!("  {}  {headline}\n", mark.red().bold());
@@ -387,7 +412,9 @@ impl CheckReport {
         let events = timeline::focus(&stopped.timeline, None);
         let width = columns().unwrap_or(timeline::WIDEST);
         out.push_str(&timeline::render(&events, width));
-        out.push_str(&format!("        {last}\n"));
+        if !last.is_empty() {
+            out.push_str(&format!("        {last}\n"));
+        }
         out.push_str(&self.printed(&stopped.timeline));
         out.push('\n');
         out
@@ -490,9 +517,13 @@ pub fn operation(op: Option<&str>, subject: Option<&str>) -> String {
     }
 }
 
-/// True when a failed verdict says only that the case hung or ended early.
-fn stopped_by_it(v: &Verdict) -> bool {
-    let said = |t: &str| t.contains(HUNG) || t.contains(ENDED_EARLY);
+/// True when a failed verdict says only that the case hung or ended early,
+/// or met the panic `stopped` reports.
+fn stopped_by_it(v: &Verdict, stopped: &Incident) -> bool {
+    let said = |t: &str| match &stopped.exit {
+        Exit::Panicked(_) => t.contains(&stopped.exit.describe()),
+        _ => t.contains(HUNG) || t.contains(ENDED_EARLY),
+    };
     said(&v.evidence)
         || v.scenario.as_deref().is_some_and(said)
         || v.details.iter().any(|d| said(d))

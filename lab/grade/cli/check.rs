@@ -110,10 +110,18 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
     crate::status::clear();
     // A hang or an early end is reported once, before the properties it
     // kept from being judged: the first one, in the same order every run.
-    let stopped = case
-        .incidents()
-        .into_iter()
+    // Failing that, the first panic, which every property it broke would
+    // otherwise repeat.
+    let incidents = case.incidents();
+    let stopped = incidents
+        .iter()
         .find(|i| i.stops_the_plan())
+        .or_else(|| {
+            incidents
+                .iter()
+                .find(|i| matches!(i.exit, crate::runner::Exit::Panicked(_)))
+        })
+        .cloned()
         .map(Box::new);
     let report = CheckReport {
         chapter: chapter.number,
@@ -179,6 +187,14 @@ pub(super) fn passed_line(chapters: &[Chapter], chapter: &Chapter, report: &Chec
     line.replacen(&head, &head.green().bold().to_string(), 1)
 }
 
+/// The line under a failing check of the learner's case: where to turn.
+fn stuck_line(chapter: &Chapter) -> String {
+    let n = chapter.number;
+    format!("stuck? `notify hint {n}` (then `notify hint {n} --more`)")
+        .dimmed()
+        .to_string()
+}
+
 /// `notify check N`.
 pub(super) fn one(
     root: &Path,
@@ -208,6 +224,9 @@ pub(super) fn one(
                 print!("{}", report.render());
                 if options.records_progress() {
                     print!("{}", passed_line(chapters, chapter, &report));
+                }
+                if !report.passed && options.which.is_learners() {
+                    println!("{}", stuck_line(chapter));
                 }
             }
             Ok(if report.passed { EXIT_PASS } else { EXIT_FAIL })
