@@ -24,7 +24,7 @@ use lab::explore::{
     Run,
 };
 use lab::history::{answer_kind, read_outbox, History, Queued};
-use lab::report::{judge, Finding};
+use lab::report::{counted, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
 use lab::scenario::{Fault, Plan, ProviderScript, Step};
@@ -516,7 +516,7 @@ fn run(case: &Case) -> Result<String> {
         out.push_str(&format!(
             "  {:<18}{:<12}{}\n",
             p.recipient(),
-            format!("{attempts} {}", plural(attempts, "attempt")),
+            counted(attempts, "attempt"),
             played
                 .last_error(p)
                 .unwrap_or_else(|| "no error kept".to_string())
@@ -561,14 +561,6 @@ fn and(items: &[String]) -> String {
     }
 }
 
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        word.to_string()
-    } else {
-        format!("{word}s")
-    }
-}
-
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let mut batches = vec![Batch::chapter()];
     batches.extend(options.seeds.iter().map(|&s| Batch::random(s)));
@@ -603,7 +595,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         ),
         judge(
             BACKOFF,
-            format!("{retries} retries, none early"),
+            format!(
+                "{}, none early, in the chapter's batch and {}",
+                counted(retries, "retry"),
+                counted(options.seeds.len(), "random batch")
+            ),
             early(&played),
         ),
     ];
@@ -741,7 +737,7 @@ fn dead_row(played: &Played, p: &Person) -> Option<Finding> {
     } else if n == ATTEMPTS && status == "FAILED" {
         format!("{n} attempts at the wrong gaps")
     } else {
-        format!("{n} {}, then {status}", plural(n, "attempt"))
+        format!("{}, then {status}", counted(n, "attempt"))
     };
     let mut details = vec![format!(
         "{} {fails}: {}; left {status}.",
@@ -781,7 +777,7 @@ fn rejected(played: &Played) -> Option<Finding> {
     let evidence = if attempts == 1 && status == "FAILED" {
         "1 attempt, then FAILED without the provider's error".to_string()
     } else {
-        format!("{attempts} {}, then {status}", plural(attempts, "attempt"))
+        format!("{}, then {status}", counted(attempts, "attempt"))
     };
     let mut details = vec![format!(
         "{} is refused for good (a 422): {}; left {status}.",
@@ -858,7 +854,10 @@ fn early(played: &[Played]) -> Option<Finding> {
     }
     let (played, details) = first?;
     Some(Finding {
-        evidence: format!("{early} of {total} retries early"),
+        evidence: format!(
+            "{early} of {} early, in the chapter's batch and random batches",
+            counted(total, "retry")
+        ),
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
@@ -1097,9 +1096,8 @@ impl Explorer for Generated {
                 };
                 let answers: Vec<&str> = attempts.iter().map(|o| answered(*o)).collect();
                 let mut detail = format!(
-                    "{} {}: {}",
-                    answers.len(),
-                    plural(answers.len(), "attempt"),
+                    "{}: {}",
+                    counted(answers.len(), "attempt"),
                     answers.join(", ")
                 );
                 if let Script::Limited(n) = p.script {
@@ -1112,8 +1110,8 @@ impl Explorer for Generated {
                         .count();
                     if soon > 0 {
                         detail.push_str(&format!(
-                            "; {soon} {} sooner than the 429's Retry-After: {}",
-                            plural(soon, "retry"),
+                            "; {} sooner than the 429's Retry-After: {}",
+                            counted(soon, "retry"),
                             batch.retry_after_s
                         ));
                     }

@@ -46,7 +46,8 @@ const WORLD_SCHEMA: &str = "
         subject TEXT,
         text    TEXT NOT NULL,
         elapsed INTEGER,
-        writes  TEXT
+        writes  TEXT,
+        at_ms   INTEGER
     );
     CREATE TABLE IF NOT EXISTS moments (
         seq     INTEGER PRIMARY KEY,
@@ -152,6 +153,8 @@ pub struct Event {
     pub text: String,
     /// For returns and errors: the real time the operation took, in µs.
     pub elapsed_us: Option<u64>,
+    /// The simulated time it happened, in milliseconds.
+    pub at_ms: i64,
     /// For a process's start: what the process printed, if anything.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Output>,
@@ -391,8 +394,8 @@ impl Recorder {
     ) -> Result<()> {
         self.conn
             .prepare_cached(
-                "INSERT INTO events (process, lane, kind, op, nth, subject, text, elapsed)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO events (process, lane, kind, op, nth, subject, text, elapsed, at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .and_then(|mut insert| {
                 insert.execute(params![
@@ -403,7 +406,8 @@ impl Recorder {
                     nth,
                     self.subject,
                     text,
-                    elapsed_us.map(|us| us as i64)
+                    elapsed_us.map(|us| us as i64),
+                    self.clock.now()
                 ])
             })
             .context("could not record an event in the world")?;

@@ -242,9 +242,7 @@ fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
     assert_eq!(code, 1);
     let agrees = details(&report, AGREES);
     assert!(
-        agrees.contains(
-            "2 attempts: failed, failed (dead letter: 503) (the reference: never told, FAILED; 3 attempts"
-        ),
+        agrees.contains("2 attempts: failed, failed (dead letter: 503) (the reference: 3 attempts"),
         "{agrees}"
     );
 }
@@ -256,7 +254,7 @@ fn a_fence_on_the_time_of_the_result_never_matches_a_slow_send() {
     assert_eq!(&pattern[..19], "PASS PASS FAIL FAIL", "{pattern}");
     assert!(scenario(&report, AGREES).contains("send takes"), "{report}");
     assert!(
-        details(&report, AGREES).contains("(the reference: never told, FAILED"),
+        details(&report, AGREES).contains("(the reference: FAILED"),
         "{report}"
     );
 }

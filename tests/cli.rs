@@ -11,7 +11,10 @@ fn an_unknown_case_lists_the_cases_that_exist() {
             let out = notify(&[command, "--", bad]);
             assert_eq!(out.status.code(), Some(2), "{command} {bad}");
             let err = stderr(&out);
-            assert!(err.contains("there is no case"), "{command} {bad}: {err}");
+            assert!(
+                err.contains("there is no chapter"),
+                "{command} {bad}: {err}"
+            );
             assert!(err.contains("send after commit"), "{command} {bad}: {err}");
             assert!(!err.contains("panicked"), "{err}");
         }

@@ -121,7 +121,10 @@ fn every_command_that_takes_a_chapter_rejects_an_unknown_one() {
         let out = notify(&[command, "99"]);
         assert_eq!(out.status.code(), Some(2), "{command} 99");
         let err = stderr(&out);
-        assert!(err.contains("there is no case \"99\""), "{command}: {err}");
+        assert!(
+            err.contains("there is no chapter \"99\""),
+            "{command}: {err}"
+        );
         assert!(err.contains("send after commit"), "{command}: {err}");
     }
 }
@@ -316,6 +319,25 @@ fn solution_asks_first_then_shows_a_diff_against_the_learners_file() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("is the reference solution, line for line"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Nor once it has gained a `println!` since it passed.
+    let printing = shop.read(SOLUTION).replacen(
+        "pub fn relay(db: &mut Db, email: &Email) -> Result<()> {\n",
+        "pub fn relay(db: &mut Db, email: &Email) -> Result<()> {\n    println!(\"relay\");\n",
+        1,
+    );
+    assert!(
+        printing.contains("println!(\"relay\")"),
+        "the relay is there"
+    );
+    shop.write(CASE, &printing);
+    let out = shop.notify(&["solution", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("-    println!(\"relay\");"),
         "{}",
         stdout(&out)
     );

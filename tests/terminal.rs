@@ -188,7 +188,7 @@ fn a_chapter_past_the_last_is_refused_with_the_list_of_cases() {
         assert_eq!(out.status.code(), Some(2), "{command} {past}");
         let err = stderr(&out);
         assert!(
-            err.contains(&format!("there is no case \"{past}\"")),
+            err.contains(&format!("there is no chapter \"{past}\"")),
             "{command}: {err}"
         );
         for chapter in crate::checks::CHAPTERS {

@@ -215,6 +215,15 @@ impl Which {
         !self.solution && self.variant.is_none()
     }
 
+    /// The flags that pick this version again, e.g. " --variant no-key".
+    fn flags(&self) -> String {
+        match (&self.variant, self.solution) {
+            (Some(name), _) => format!(" --variant {name}"),
+            (None, true) => " --solution".to_string(),
+            (None, false) => String::new(),
+        }
+    }
+
     /// True for the reference solution.
     fn is_solution(&self) -> bool {
         self.solution || self.variant.as_deref() == Some(catalogue::SOLUTION)
@@ -474,7 +483,7 @@ fn find_chapter<'a>(chapters: &'a [Chapter], raw: &str) -> Result<&'a Chapter> {
         )
     }
     bail!(
-        "there is no case {raw:?}. The cases are:\n{}\nGive the chapter's number, e.g. `notify run 1`.",
+        "there is no chapter {raw:?}. The chapters are:\n{}\nGive a chapter's number from this list, e.g. 1.",
         known.join("\n")
     )
 }

@@ -301,15 +301,38 @@ pub struct Fate {
 }
 
 impl Fate {
-    fn said(&self, with_detail: bool) -> String {
-        let told = match self.told {
+    fn told(&self) -> String {
+        match self.told {
             0 => "never told".to_string(),
             1 => "told once".to_string(),
             n => format!("told {n} times"),
-        };
+        }
+    }
+
+    fn said(&self, with_detail: bool) -> String {
+        let told = self.told();
         match (with_detail, self.detail.is_empty()) {
             (true, false) => format!("{told}, {}; {}", self.state, self.detail),
             _ => format!("{told}, {}", self.state),
+        }
+    }
+
+    /// What of this fate differs from `other`'s, said as this one has it.
+    fn differing(&self, other: &Fate, with_detail: bool) -> String {
+        let mut head = Vec::new();
+        if self.told != other.told {
+            head.push(self.told());
+        }
+        if self.state != other.state {
+            head.push(self.state.clone());
+        }
+        let head = head.join(", ");
+        let detail = with_detail && self.detail != other.detail && !self.detail.is_empty();
+        match (head.is_empty(), detail) {
+            (true, false) => self.said(with_detail),
+            (true, true) => self.detail.clone(),
+            (false, true) => format!("{head}; {}", self.detail),
+            (false, false) => head,
         }
     }
 }
@@ -1544,10 +1567,14 @@ fn disagreements(
             f.map(|f| f.said(with_detail))
                 .unwrap_or_else(|| "nothing".to_string())
         };
+        // The reference's side says only what differs.
+        let theirs = match (wanted, mine) {
+            (Some(w), Some(m)) => w.differing(m, with_detail),
+            _ => show(wanted),
+        };
         lines.push(format!(
-            "{subject}: {} (the reference: {})",
-            show(mine),
-            show(wanted)
+            "{subject}: {} (the reference: {theirs})",
+            show(mine)
         ));
     }
     lines

@@ -52,7 +52,7 @@ impl History {
             .context("could not read the deliveries from the world")?;
         let events = conn
             .prepare(
-                "SELECT process, kind, op, nth, subject, text, elapsed, writes
+                "SELECT process, kind, op, nth, subject, text, elapsed, writes, at_ms
                  FROM events ORDER BY seq",
             )?
             .query_map([], |row| {
@@ -65,6 +65,7 @@ impl History {
                     subject: row.get(4)?,
                     text: row.get(5)?,
                     elapsed_us: row.get::<_, Option<i64>>(6)?.map(|us| us as u64),
+                    at_ms: row.get::<_, Option<i64>>(8)?.unwrap_or_default(),
                     output: None,
                     writes: row.get(7)?,
                 })

@@ -111,10 +111,13 @@ pub fn first_found<P>(
     (total, finding)
 }
 
-/// `n` things, in the singular for one: "1 push", "3 pushes".
+/// `n` things, in the singular for one: "1 push", "3 pushes", "2 retries".
 pub fn counted(n: usize, thing: &str) -> String {
+    let consonant_y =
+        thing.ends_with('y') && !thing[..thing.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']);
     match n {
         1 => format!("1 {thing}"),
+        _ if consonant_y => format!("{n} {}ies", &thing[..thing.len() - 1]),
         _ if ["s", "sh", "ch", "x"]
             .iter()
             .any(|end| thing.ends_with(end)) =>
@@ -179,6 +182,10 @@ pub struct CheckReport {
     pub case: String,
     /// The source file that was graded.
     pub file: String,
+    /// The flags that pick the graded version again (" --variant NAME"),
+    /// for the lines that say how to replay a finding.
+    #[serde(skip)]
+    pub version_flags: String,
     pub passed: bool,
     pub verdicts: Vec<Verdict>,
     /// How many case processes were started.
@@ -324,13 +331,13 @@ impl CheckReport {
             }
             if let Some(seed) = v.seed {
                 out.push_str(&format!(
-                    "        replay it: notify check {} --seed {seed}\n",
-                    self.chapter
+                    "        replay it: notify check {}{} --seed {seed}\n",
+                    self.chapter, self.version_flags
                 ));
             }
             if !v.timeline.is_empty() {
                 out.push('\n');
-                let events = timeline::focus(&v.timeline, v.focus.as_deref());
+                let events = timeline::focus(&v.timeline, v.focus.as_deref(), &v.details);
                 let width = columns.unwrap_or(timeline::WIDEST);
                 out.push_str(&timeline::render(&events, width));
                 out.push_str(&self.printed(&v.timeline));
@@ -409,7 +416,7 @@ impl CheckReport {
             .yellow()
         ));
         out.push('\n');
-        let events = timeline::focus(&stopped.timeline, None);
+        let events = timeline::focus(&stopped.timeline, None, &[]);
         let width = columns().unwrap_or(timeline::WIDEST);
         out.push_str(&timeline::render(&events, width));
         if !last.is_empty() {
@@ -430,7 +437,10 @@ impl CheckReport {
             .filter_map(|e| e.output.as_ref())
             .collect();
         let limit = (!self.show_output).then_some(OUTPUT_LINES);
-        let more = format!("`notify check {} --show-output` shows all", self.chapter);
+        let more = format!(
+            "`notify check {}{} --show-output` shows all",
+            self.chapter, self.version_flags
+        );
         printed(&outputs, limit, &more, 8)
     }
 }
@@ -546,4 +556,21 @@ fn render_coverage(coverage: &[Reached]) -> String {
         out.push_str(&format!("  {worlds:>6}  {}\n", reached.rule));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn counts_read_in_the_singular_for_one_and_in_the_right_plural() {
+        assert_eq!(counted(1, "scenario"), "1 scenario");
+        assert_eq!(counted(0, "scenario"), "0 scenarios");
+        assert_eq!(counted(1, "push"), "1 push");
+        assert_eq!(counted(3, "push"), "3 pushes");
+        assert_eq!(counted(2, "random batch"), "2 random batches");
+        assert_eq!(counted(2, "retry"), "2 retries");
+        assert_eq!(counted(2, "delay"), "2 delays");
+        assert_eq!(counted(5, "case process"), "5 case processes");
+    }
 }

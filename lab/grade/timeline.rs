@@ -18,19 +18,32 @@ pub const WIDEST: usize = 104;
 pub const NARROWEST: usize = 80;
 
 /// Keeps the events a learner needs to follow what happened to `focus` (an
-/// email address): that person's events, every start, crash and panic, and
-/// everything after the first restart.
-pub fn focus<'a>(events: &'a [Event], focus: Option<&str>) -> Vec<&'a Event> {
+/// email address) and to anyone `also` names (the lines a finding says):
+/// their events, every start, crash and panic, and everything after the
+/// first restart.
+pub fn focus<'a>(events: &'a [Event], focus: Option<&str>, also: &[String]) -> Vec<&'a Event> {
+    let named = |subject: &str| also.iter().any(|line| line.contains(subject));
     events
         .iter()
         .filter(|e| e.kind != Kind::Return)
         .filter(|e| {
             focus.is_none()
                 || e.subject.as_deref() == focus
+                || e.subject.as_deref().is_some_and(named)
                 || matches!(e.kind, Kind::Start | Kind::Crash | Kind::Panic)
                 || e.process > 1
         })
         .collect()
+}
+
+/// A moment of simulated time as a send's time in its lane: `m:ss`, or
+/// `h:mm:ss` from the first hour on.
+fn when(ms: i64) -> String {
+    let s = ms.div_euclid(1000);
+    match s / 3600 {
+        0 => format!("{}:{:02}", s / 60, s % 60),
+        h => format!("{h}:{:02}:{:02}", s / 60 % 60, s % 60),
+    }
 }
 
 /// Renders events as lanes, each line indented, for output `width`
@@ -51,6 +64,11 @@ pub fn render(events: &[&Event], width: usize) -> String {
     ));
     let rule = lanes.map(|w| "─".repeat(w - 2));
     out.push_str(&format!("{}\n", row(indent, &rule, &lanes).dimmed()));
+    // Where the scenario's clock moves, the provider's lane says when each
+    // send came: a backoff is read from those times.
+    let timed = events
+        .iter()
+        .any(|e| Some(e.at_ms) != events.first().map(|f| f.at_ms));
     for event in events {
         let lane = match event.kind.lane() {
             Lane::Service => 0,
@@ -60,7 +78,11 @@ pub fn render(events: &[&Event], width: usize) -> String {
         let start = indent + lanes[..lane].iter().sum::<usize>();
         // A line never reaches the last column, where terminals wrap.
         let room = width - 1 - start;
-        for (i, line) in wrap(&describe(event), room).into_iter().enumerate() {
+        let said = match (timed, event.kind) {
+            (true, Kind::Send) => format!("{} {}", when(event.at_ms), describe(event)),
+            _ => describe(event),
+        };
+        for (i, line) in wrap(&said, room).into_iter().enumerate() {
             let indent = if i == 0 { start } else { start + 2 };
             out.push_str(&format!("{}{line}\n", " ".repeat(indent)));
         }

@@ -128,6 +128,7 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         title: chapter.title.to_string(),
         case: case.name.clone(),
         file: file_of(chapter, &options.which),
+        version_flags: options.which.flags(),
         passed: checked.verdicts.iter().all(|v| v.pass),
         verdicts: checked.verdicts,
         processes: checked.processes,

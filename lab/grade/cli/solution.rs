@@ -17,8 +17,11 @@ use crate::progress::{Progress, Status};
 /// asking first (unless `yes`) when the case does not pass yet.
 pub(super) fn solution(root: &Path, chapter: &Chapter, yes: bool) -> Result<i32> {
     let reference = catalogue::solution_file(chapter);
-    let status = Progress::load(root).status(root, chapter);
-    if status != Status::Passing && !yes {
+    // A case that passed once has earned its solution, whatever was
+    // changed since (a `println!`, a reset).
+    let progress = Progress::load(root);
+    let earned = progress.status(root, chapter) == Status::Passing || progress.passed_once(chapter);
+    if !earned && !yes {
         let question = format!(
             "Case {} does not pass yet, and `notify hint {}` may be all you need. Show the solution anyway? [y/N]",
             chapter.number, chapter.number
