@@ -50,6 +50,7 @@ mod grade_side {
     pub mod experiments;
     pub mod explore;
     pub mod fleet_runner;
+    pub mod grades;
     pub mod history;
     pub mod progress;
     pub mod report;
@@ -58,8 +59,8 @@ mod grade_side {
     pub mod timeline;
 }
 pub use grade_side::{
-    catalogue, chapter, cli, compile, experiments, explore, fleet_runner, history, progress,
-    report, runner, status, timeline,
+    catalogue, chapter, cli, compile, experiments, explore, fleet_runner, grades, history,
+    progress, report, runner, status, timeline,
 };
 
 pub use clock::Clock;

@@ -327,3 +327,67 @@ fn a_reader_that_closes_early_ends_notify_quietly() {
         );
     }
 }
+
+/// The run folders of scenario folders in `dir`.
+fn run_folders(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("notify-run-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+#[cfg(unix)]
+fn an_interrupted_check_leaves_no_scenario_folders_behind() {
+    let scratch = tempfile::tempdir().unwrap();
+    // A folder left by a run that was killed outright: its process is gone.
+    let abandoned = scratch.path().join("notify-run-4000000-left");
+    std::fs::create_dir_all(abandoned.join("scenario-x")).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_notify"))
+        .args(["check", "7", "--solution"])
+        .current_dir(common::root())
+        .env("NO_COLOR", "1")
+        .env("TMPDIR", scratch.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let ours = format!("notify-run-{pid}-");
+    let started = std::time::Instant::now();
+    // Interrupted once its scenarios are under way.
+    loop {
+        let busy = run_folders(scratch.path()).iter().any(|n| {
+            n.starts_with(&ours)
+                && std::fs::read_dir(scratch.path().join(n)).is_ok_and(|mut d| d.next().is_some())
+        });
+        if busy {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no scenario folder: {:?}",
+            run_folders(scratch.path())
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the check ended first");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the child this test started.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    assert_eq!(
+        run_folders(scratch.path()),
+        Vec::<String>::new(),
+        "neither this run's folder nor the abandoned one is left"
+    );
+}

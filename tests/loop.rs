@@ -7,7 +7,7 @@ use crate::common;
 use crate::workshop;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
@@ -394,9 +394,20 @@ fn check_all_grades_every_chapter_in_order_and_records_progress() {
 
     // Chapter 1 as shipped fails its check; the others do not compile: the
     // exit code is 2.
-    let out = shop.notify(&["check", "--all"]);
+    let junit = shop.path("grades/junit.xml");
+    let results = shop.path("grades/results.json");
+    std::fs::create_dir_all(junit.parent().unwrap()).unwrap();
+    let out = shop.notify(&[
+        "check",
+        "--all",
+        "--junit",
+        junit.to_str().unwrap(),
+        "--gradescope",
+        results.to_str().unwrap(),
+    ]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(2), "{text}{}", stderr(&out));
+    grade_files_tell_the_same(&junit, &results, registered.len());
     assert!(text.starts_with("  #  chapter"), "{text}");
     let numbers: Vec<u64> = text
         .lines()
@@ -450,6 +461,72 @@ fn check_all_grades_every_chapter_in_order_and_records_progress() {
     assert_eq!(out.status.code(), Some(2), "{summary:#}");
     assert_eq!(summary["passed"], false);
     assert_eq!(status(&shop), "passing");
+}
+
+/// The JUnit file, read by Python's XML parser, and the Gradescope file,
+/// read against the fields Gradescope documents, agree: chapter 1 failing
+/// some of its 8 properties, every other chapter an error or skipped.
+fn grade_files_tell_the_same(junit: &Path, results: &Path, chapters: usize) {
+    let read = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, json, xml.etree.ElementTree as E\n\
+             root = E.parse(sys.argv[1]).getroot()\n\
+             print(json.dumps([{'name': s.get('name'), 'tests': int(s.get('tests')),\n\
+               'failures': len(s.findall('testcase/failure')),\n\
+               'errors': len(s.findall('testcase/error')),\n\
+               'skipped': len(s.findall('testcase/skipped')),\n\
+               'cases': len(s.findall('testcase'))} for s in root.iter('testsuite')]))",
+        )
+        .arg(junit)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let suites: serde_json::Value = serde_json::from_slice(&read.stdout).expect("JSON");
+    let suites = suites.as_array().unwrap();
+    assert_eq!(suites.len(), chapters, "one testsuite per chapter");
+    let first = &suites[0];
+    assert!(
+        first["name"].as_str().unwrap().starts_with("case 01: "),
+        "{first}"
+    );
+    assert_eq!(first["cases"], 8, "{first}");
+    assert_eq!(first["tests"], 8, "{first}");
+    let failed = first["failures"].as_u64().unwrap();
+    assert!((1..8).contains(&failed), "{first}");
+    for suite in &suites[1..] {
+        assert_eq!(suite["cases"], 1, "{suite}");
+        assert_eq!(
+            suite["errors"].as_u64().unwrap() + suite["skipped"].as_u64().unwrap(),
+            1,
+            "{suite}"
+        );
+    }
+
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results).unwrap()).expect("JSON");
+    let tests = results["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 8 + chapters - 1, "{results:#}");
+    for test in tests {
+        assert!(test["name"].is_string(), "{test}");
+        assert!(test["output"].is_string(), "{test}");
+        assert_eq!(test["max_score"], 1.0, "{test}");
+        let score = test["score"].as_f64().unwrap();
+        let passed = test["status"] == "passed";
+        assert_eq!(score, if passed { 1.0 } else { 0.0 }, "{test}");
+    }
+    let held = 8 - failed as usize;
+    assert_eq!(results["score"].as_f64(), Some(held as f64), "{results:#}");
+    let replay = tests
+        .iter()
+        .filter(|t| t["status"] == "failed")
+        .filter_map(|t| t["output"].as_str())
+        .any(|o| o.contains("replay it: notify check 1 --seed"));
+    assert!(replay, "a failed generated property says how to replay it");
 }
 
 /// A running `notify watch`, its output read line by line.

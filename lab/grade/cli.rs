@@ -102,6 +102,14 @@ enum Command {
         /// printed as usual (for graders that keep both)
         #[arg(long, value_name = "FILE", conflicts_with_all = ["all", "json"])]
         json_to: Option<std::path::PathBuf>,
+        /// Also write the verdicts as JUnit XML to FILE: one testsuite per
+        /// chapter, one testcase per property (for CI and class graders)
+        #[arg(long, value_name = "FILE")]
+        junit: Option<std::path::PathBuf>,
+        /// Also write the verdicts as Gradescope's results.json to FILE: one
+        /// test per property, a point each
+        #[arg(long, value_name = "FILE")]
+        gradescope: Option<std::path::PathBuf>,
         /// Show every line the case printed in a reported scenario, not
         /// only the last ones
         #[arg(long)]
@@ -112,7 +120,7 @@ enum Command {
         coverage: bool,
         /// Grade nothing: print the --variant's patch (or the --solution), or
         /// with neither, list the chapter's variants (for instructors)
-        #[arg(long, conflicts_with_all = ["all", "json", "seed"])]
+        #[arg(long, conflicts_with_all = ["all", "json", "seed", "junit", "gradescope"])]
         show: bool,
     },
     /// Re-checks a case every time you save it (keys: h hint, r run, n next, q quit)
@@ -249,13 +257,15 @@ pub fn main(chapters: &[Chapter], planned: &'static [Planned]) -> i32 {
             };
         }
     };
-    match dispatch(cli.command, chapters) {
+    let code = match dispatch(cli.command, chapters) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("{} {err:#}", "error:".red().bold());
             EXIT_ERROR
         }
-    }
+    };
+    crate::runner::remove_run_dir();
+    code
 }
 
 fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
@@ -307,6 +317,8 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             timeout,
             json,
             json_to,
+            junit,
+            gradescope,
             show_output,
             coverage,
             show,
@@ -324,6 +336,8 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 timeout,
                 json,
                 json_to,
+                junit,
+                gradescope,
                 show_output,
                 coverage,
             };
@@ -426,6 +440,8 @@ fn quiet_on_closed_pipe() {
 
 #[cfg(unix)]
 fn end_by_broken_pipe() -> ! {
+    crate::runner::stop_all();
+    crate::runner::remove_run_dir();
     // SAFETY: restores the default action of SIGPIPE and raises it, so the
     // shell sees what it sees of any tool whose reader went away.
     unsafe {
@@ -444,6 +460,7 @@ fn end_by_broken_pipe() -> ! {
 fn stop_children_on_signals() {
     extern "C" fn stop(signal: libc::c_int) {
         crate::runner::stop_all();
+        crate::runner::remove_run_dir_on_signal();
         // SAFETY: async-signal-safe calls only: kill, signal, raise.
         unsafe {
             libc::signal(signal, libc::SIG_DFL);

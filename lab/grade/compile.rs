@@ -60,7 +60,14 @@ pub fn build(root: &Path, bin: &str) -> Result<(Built, String)> {
     let showing = std::io::stderr().is_terminal();
     if showing {
         crate::status::clear();
-        eprint!("\r\x1b[2Kbuilding {bin} with cargo (the first build of the workshop takes a minute or so)...");
+        // Only a first build is slow: the lab's dependencies, SQLite among
+        // them, are compiled once. Later saves rebuild the case alone.
+        let first = !root.join("target").join("debug").join(bin).exists();
+        let cost = match first {
+            true => " (its first build compiles SQLite once: 1–2 minutes on 2 cores, longer on a busy machine)",
+            false => "",
+        };
+        eprint!("\r\x1b[2Kbuilding {bin} with cargo{cost}...");
     }
     let mut child = Command::new(&cargo)
         .args(["build", "--quiet", "--bin", bin, format])

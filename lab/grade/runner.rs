@@ -616,11 +616,118 @@ fn scenario_base() -> PathBuf {
     std::env::temp_dir()
 }
 
+/// How this run's folder of scenario folders is named: the prefix, then
+/// the process id, so a later run can tell whether its owner is gone.
+const RUN_PREFIX: &str = "notify-run-";
+
+/// This run's folder of scenario folders, and its path for a signal
+/// handler (a C string made before any signal can come).
+static RUN_DIR: std::sync::OnceLock<Option<(PathBuf, std::ffi::CString)>> =
+    std::sync::OnceLock::new();
+
+/// The folder every scenario folder of this run goes in, made on first
+/// use. Folders left by runs that are gone (killed with SIGKILL, say) are
+/// removed then.
+fn run_dir() -> Result<PathBuf> {
+    let made = RUN_DIR.get_or_init(|| {
+        let base = scenario_base();
+        remove_abandoned(&base);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{RUN_PREFIX}{}-", std::process::id()))
+            .tempdir_in(&base)
+            .ok()?
+            .keep();
+        let c_path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+        Some((dir, c_path))
+    });
+    match made {
+        Some((dir, _)) => Ok(dir.clone()),
+        None => {
+            let base = scenario_base();
+            anyhow::bail!(
+                "could not create a scenario folder in {}: make it writable, or point TMPDIR at a folder that is",
+                base.display()
+            )
+        }
+    }
+}
+
+/// Removes the run folders in `base` whose process has ended.
+fn remove_abandoned(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(RUN_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !alive(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(unix)]
+fn alive(pid: u32) -> bool {
+    // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+    let said = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    said == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(not(unix))]
+fn alive(_pid: u32) -> bool {
+    true
+}
+
+/// Removes this run's folder of scenario folders, at the end of a run.
+pub fn remove_run_dir() {
+    if let Some(Some((dir, _))) = RUN_DIR.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Removes this run's folder from a signal handler: `rm -rf` in a child
+/// process, since fork, exec and wait are safe there and freeing memory is
+/// not.
+#[cfg(unix)]
+pub fn remove_run_dir_on_signal() {
+    let Some(Some((_, path))) = RUN_DIR.get() else {
+        return;
+    };
+    // SAFETY: fork, execv, _exit and waitpid are async-signal-safe; the
+    // arguments were made before the signal came.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            let rm = c"/bin/rm".as_ptr();
+            let argv = [
+                rm,
+                c"-rf".as_ptr(),
+                c"--".as_ptr(),
+                path.as_ptr(),
+                std::ptr::null(),
+            ];
+            libc::execv(rm, argv.as_ptr());
+            libc::_exit(127);
+        }
+        if pid > 0 {
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+    }
+}
+
 /// A fresh, empty folder for one scenario, removed when dropped.
 pub fn scenario_dir() -> Result<TempDir> {
-    let base = scenario_base();
+    let base = run_dir()?;
     tempfile::Builder::new()
-        .prefix("notify-")
+        .prefix("scenario-")
         .tempdir_in(&base)
         .with_context(|| {
             format!(

@@ -18,6 +18,7 @@ use super::{
 use crate::catalogue;
 use crate::chapter::{fingerprint, Chapter, CheckOptions, DEFAULT_SEEDS};
 use crate::explore::Budget;
+use crate::grades;
 use crate::progress::Progress;
 use crate::report::CheckReport;
 
@@ -34,6 +35,10 @@ pub(super) struct Options {
     /// `--json-to FILE`: the verdicts as JSON, written to FILE besides the
     /// report printed as usual.
     pub json_to: Option<std::path::PathBuf>,
+    /// `--junit FILE`: the verdicts as JUnit XML.
+    pub junit: Option<std::path::PathBuf>,
+    /// `--gradescope FILE`: the verdicts as Gradescope's results.json.
+    pub gradescope: Option<std::path::PathBuf>,
     /// Show every line the case printed in a reported scenario.
     pub show_output: bool,
     /// `--coverage`: count the worlds of the budget that reach each
@@ -45,6 +50,11 @@ impl Options {
     /// Only a full check of the learner's own file counts as progress.
     fn records_progress(&self) -> bool {
         self.which.is_learners() && self.seed.is_none()
+    }
+
+    /// Writes the grade files asked for (`--junit`, `--gradescope`).
+    fn write_grades(&self, graded: &[grades::Graded]) -> Result<()> {
+        grades::write(graded, self.junit.as_deref(), self.gradescope.as_deref())
     }
 }
 
@@ -209,11 +219,25 @@ pub(super) fn one(
     match graded? {
         Graded::DoesNotCompile(errors) => {
             eprint!("{errors}");
-            eprintln!("{}", does_not_compile(chapter, &options.which));
+            let said = does_not_compile(chapter, &options.which);
+            eprintln!("{said}");
+            let file = file_of(chapter, &options.which);
+            options.write_grades(&[grades::Graded {
+                chapter: chapter.number,
+                title: chapter.title,
+                file: &file,
+                outcome: grades::Outcome::Error(&said),
+            }])?;
             Ok(EXIT_ERROR)
         }
         Graded::Report(report) => {
             eprint!("{}", report.warnings);
+            options.write_grades(&[grades::Graded {
+                chapter: chapter.number,
+                title: chapter.title,
+                file: &report.file,
+                outcome: grades::Outcome::Checked(&report),
+            }])?;
             if let Some(file) = &options.json_to {
                 std::fs::write(file, serde_json::to_string_pretty(&report)?).with_context(
                     || format!("could not write the verdicts to {}", file.display()),
@@ -338,6 +362,21 @@ pub(super) fn all(root: &Path, chapters: &[Chapter], options: &Options) -> Resul
         seconds: started.elapsed().as_secs_f64(),
         chapters: rows,
     };
+    let graded: Vec<grades::Graded> = summary
+        .chapters
+        .iter()
+        .map(|row| grades::Graded {
+            chapter: row.chapter,
+            title: &row.title,
+            file: &row.file,
+            outcome: match (&row.report, row.error.as_deref(), row.verdict) {
+                (Some(report), _, _) => grades::Outcome::Checked(report),
+                (None, Some(why), "skipped") => grades::Outcome::Skipped(why),
+                (None, why, _) => grades::Outcome::Error(why.unwrap_or("not checked")),
+            },
+        })
+        .collect();
+    options.write_grades(&graded)?;
     if options.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

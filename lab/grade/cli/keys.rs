@@ -71,6 +71,8 @@ fn read_presses<T>(tx: Sender<T>, wrap: fn(Key) -> T) {
                     KeyCode::Char('c') if press.modifiers.contains(KeyModifiers::CONTROL) => {
                         let _ = crossterm::terminal::disable_raw_mode();
                         println!();
+                        crate::runner::stop_all();
+                        crate::runner::remove_run_dir();
                         std::process::exit(130);
                     }
                     KeyCode::Char('q') | KeyCode::Esc => Key::Quit,

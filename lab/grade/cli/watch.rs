@@ -76,6 +76,8 @@ pub(super) fn watch(
             timeout,
             json: false,
             json_to: None,
+            junit: None,
+            gradescope: None,
             show_output: false,
             coverage: false,
         },
