@@ -665,9 +665,20 @@ fn watch_manual_checks_again_on_enter_and_picks_the_first_chapter_to_do() {
     assert!(header.contains(CASE), "{header}");
     let first = watch.verdict(FIRST_BUILD);
     assert!(first.starts_with("4 of 8"), "{first}");
-    watch.wait_for("the keys", A_CHECK, |l| {
+    let keys = watch.wait_for("the keys", A_CHECK, |l| {
         l.contains("press Enter to check again")
     });
+    // The screen shows the first failure in full and the others on a line
+    // each; f shows them all.
+    assert!(keys.contains("f full report"), "{keys}");
+    let generated = |l: &String| l.starts_with("        generated scenario (seed");
+    assert!(!watch.seen.iter().any(generated), "{:#?}", watch.seen);
+    watch.send("f");
+    watch.wait_for("the full report", A_CHECK, |l| {
+        l.starts_with("        generated scenario (seed")
+    });
+    let full = watch.verdict(A_CHECK);
+    assert!(full.starts_with("4 of 8"), "{full}");
 
     shop.write(CASE, &shop.read(SOLUTION));
     watch.send("");

@@ -123,7 +123,7 @@ enum Command {
         #[arg(long, conflicts_with_all = ["all", "json", "seed", "junit", "gradescope"])]
         show: bool,
     },
-    /// Re-checks a case every time you save it (keys: h hint, r run, n next, q quit)
+    /// Re-checks a case every time you save it (keys: h hint, r run, f full report, n next, q quit)
     Watch {
         /// The chapter's number (default: the first one that does not pass)
         chapter: Option<String>,

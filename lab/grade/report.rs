@@ -293,6 +293,25 @@ impl CheckReport {
 
     /// The report for output `columns` wide (`None`: as wide as it comes).
     pub fn render_for(&self, columns: Option<usize>) -> String {
+        self.render_as(columns, false)
+    }
+
+    /// The report for a screen: the first failure in full, each other
+    /// property on one line (`watch`, whose `f` key shows it all).
+    pub fn render_brief(&self, columns: Option<usize>) -> String {
+        self.render_as(columns, true)
+    }
+
+    /// How many failed properties a brief report shows on one line only.
+    pub fn folded(&self) -> usize {
+        let failed = self.verdicts.iter().filter(|v| !v.pass).count();
+        match self.stopped {
+            Some(_) => failed,
+            None => failed.saturating_sub(1),
+        }
+    }
+
+    fn render_as(&self, columns: Option<usize>, brief: bool) -> String {
         let mut out = format!(
             "{}\n",
             format!("case {:02}: {} ({})", self.chapter, self.title, self.file).bold()
@@ -302,6 +321,11 @@ impl CheckReport {
             out.push_str(&self.render_stopped(stopped));
         }
         let mut unjudged = 0;
+        // A brief report shows one failure in full: the first, unless a
+        // stopped process was shown above.
+        let mut shown_in_full = self.stopped.is_some();
+        // Two properties failing in the same scenario share its timeline.
+        let mut drawn: Vec<&str> = Vec::new();
         for v in &self.verdicts {
             if !v.pass && self.stopped.as_deref().is_some_and(|s| stopped_by_it(v, s)) {
                 unjudged += 1;
@@ -313,6 +337,11 @@ impl CheckReport {
                 "FAIL".red().bold()
             };
             let verdict = format!("{} ({})", v.property, v.evidence);
+            if brief && (v.pass || shown_in_full) {
+                out.push_str(&format!("  {mark}  {}\n", cut(&verdict, columns, 8)));
+                continue;
+            }
+            shown_in_full |= !v.pass;
             out.push_str(&lines(
                 &format!("  {mark}  "),
                 8,
@@ -335,7 +364,11 @@ impl CheckReport {
                     self.chapter, self.version_flags
                 ));
             }
-            if !v.timeline.is_empty() {
+            let scenario = v.scenario.as_deref().unwrap_or_default();
+            if !v.timeline.is_empty() && drawn.contains(&scenario) {
+                out.push_str("        (its timeline is the one above)\n");
+            } else if !v.timeline.is_empty() {
+                drawn.push(scenario);
                 out.push('\n');
                 let events = timeline::focus(&v.timeline, v.focus.as_deref(), &v.details);
                 let width = columns.unwrap_or(timeline::WIDEST);
@@ -524,6 +557,25 @@ pub fn operation(op: Option<&str>, subject: Option<&str>) -> String {
         (Some(crate::serve::RUN), _) => "its schedule".to_string(),
         (Some(op), Some(who)) => format!("{op} {}", who.split('@').next().unwrap_or(who)),
         (Some(op), None) => op.to_string(),
+    }
+}
+
+/// `text` on one line of output `columns` wide after an indent of
+/// `indent`, cut with an ellipsis where it would wrap.
+fn cut(text: &str, columns: Option<usize>, indent: usize) -> String {
+    let Some(columns) = columns else {
+        return text.to_string();
+    };
+    let room = columns.max(timeline::NARROWEST) - 1 - indent;
+    match text.char_indices().nth(room) {
+        Some(_) => {
+            let end = text
+                .char_indices()
+                .nth(room - 1)
+                .map_or(text.len(), |(i, _)| i);
+            format!("{}…", &text[..end])
+        }
+        None => text.to_string(),
     }
 }
 

@@ -16,6 +16,8 @@ pub(super) enum Key {
     Run,
     /// `n`: move on to the next chapter, once this one passes.
     Next,
+    /// `f`: the last check's full report.
+    Full,
     /// Enter: check again now.
     Check,
     /// `q`, Esc, or the end of the input.
@@ -79,6 +81,7 @@ fn read_presses<T>(tx: Sender<T>, wrap: fn(Key) -> T) {
                     KeyCode::Char('h') => Key::Hint,
                     KeyCode::Char('r') => Key::Run,
                     KeyCode::Char('n') => Key::Next,
+                    KeyCode::Char('f') => Key::Full,
                     KeyCode::Enter => Key::Check,
                     _ => continue,
                 }
@@ -100,6 +103,7 @@ fn read_lines<T>(tx: Sender<T>, wrap: fn(Key) -> T) {
             "h" | "hint" => Key::Hint,
             "r" | "run" => Key::Run,
             "n" | "next" => Key::Next,
+            "f" | "full" => Key::Full,
             "" => Key::Check,
             _ => Key::Other,
         };

@@ -84,6 +84,7 @@ pub(super) fn watch(
         screen: Screen::new(keys.raw()),
         checked: None,
         hints_shown: 0,
+        full_report: None,
     };
     session.check();
     session.serve(&rx);
@@ -153,6 +154,8 @@ struct Session<'a> {
     checked: Option<u64>,
     /// How many times `h` was pressed since the last check.
     hints_shown: usize,
+    /// The last check's full report, for `f`, when the screen showed less.
+    full_report: Option<String>,
 }
 
 impl<'a> Session<'a> {
@@ -186,6 +189,7 @@ impl<'a> Session<'a> {
                 Signal::Key(Key::Hint) => self.hint(),
                 Signal::Key(Key::Run) => self.run(),
                 Signal::Key(Key::Next) => self.next(),
+                Signal::Key(Key::Full) => self.full(),
                 Signal::Key(Key::Other) => self.screen.print(&format!("{}\n", self.keys_line())),
                 Signal::WatchFailed(err) => self.screen.print(&format!(
                     "{} watching {} failed: {err}.\nIf saves stop being noticed, quit and use `notify watch {} --manual`.\n",
@@ -233,19 +237,27 @@ impl<'a> Session<'a> {
         } else {
             ""
         };
-        let keys = if self.screen.raw {
-            format!("{next}h hint · r run · q quit")
-        } else {
-            format!("{next}h hint · r run · q quit (type a letter, then Enter)")
+        let full = match &self.full_report {
+            Some(_) => "f full report · ",
+            None => "",
         };
-        if self.manual {
+        let keys = if self.screen.raw {
+            format!("{next}{full}h hint · r run · q quit")
+        } else {
+            format!("{next}{full}h hint · r run · q quit (type a letter, then Enter)")
+        };
+        let line = if self.manual {
             format!("press Enter to check again · {keys}")
         } else {
             format!(
                 "waiting for you to save {} · Enter checks now · {keys}",
                 self.chapter.case_file
             )
-        }
+        };
+        // Wrapped between words, never inside one, on a narrow terminal.
+        let wrapped =
+            crate::report::lines("", 0, &line, 2, crate::report::columns(), |t| t.to_string());
+        wrapped.trim_end_matches('\n').to_string()
     }
 
     /// Builds and checks the case, and shows the verdict in place.
@@ -260,13 +272,20 @@ impl<'a> Session<'a> {
             self.header(),
             self.chapter.case_file
         ));
+        self.full_report = None;
         let body = match check::grade(self.root, self.chapter, &self.options) {
-            Ok(Graded::Report(report)) => format!(
-                "{}{}{}",
-                report.warnings,
-                report.render(),
-                check::passed_line(self.chapters, self.chapter, &report)
-            ),
+            Ok(Graded::Report(report)) => {
+                let columns = crate::report::columns();
+                if report.folded() > 0 {
+                    self.full_report = Some(report.render_for(columns));
+                }
+                format!(
+                    "{}{}{}",
+                    report.warnings,
+                    report.render_brief(columns),
+                    check::passed_line(self.chapters, self.chapter, &report)
+                )
+            }
             Ok(Graded::DoesNotCompile(errors)) => format!(
                 "{errors}{}\n",
                 does_not_compile(self.chapter, &self.options.which)
@@ -301,6 +320,18 @@ impl<'a> Session<'a> {
         }
         out.push_str(&self.keys_line());
         out
+    }
+
+    /// Shows the last check's full report, every failure in full.
+    fn full(&mut self) {
+        let text = match &self.full_report {
+            Some(report) => format!("{report}\n{}\n", self.keys_line()),
+            None => format!(
+                "the report above is the whole report.\n{}\n",
+                self.keys_line()
+            ),
+        };
+        self.screen.print(&text);
     }
 
     /// Moves on to the next chapter, once this one passes: watches its
