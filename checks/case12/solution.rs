@@ -143,9 +143,9 @@ pub fn relay(db: &mut Client, email: &Email, me: &str) -> Result<usize> {
         return Ok(0);
     }
     // One statement, so one short transaction: the row locks last until
-    // it commits, microseconds; the claim lives on in status and
-    // claimed_by. Rows another relay is claiming right now are skipped,
-    // not waited for.
+    // it commits (with synchronous_commit on, until its WAL is flushed,
+    // about a millisecond); the claim lives on in status and claimed_by.
+    // Rows another relay is claiming right now are skipped, not waited for.
     let claimed = db.query(
         "WITH picked AS (
              SELECT id FROM outbox
