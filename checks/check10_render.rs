@@ -461,11 +461,13 @@ const TITLES: [&str; 7] = [
     "Café <b>crawl</b>",
     "5 < 6 > 4",
 ];
-const TEXTS: [&str; 4] = [
+const TEXTS: [&str; 5] = [
     "See you there!",
     "Can we move it to 7 pm?",
     "I'll bring <b>cake</b> & tea",
     "ça marche 👍",
+    // Typed text that looks like template syntax is text, not a template.
+    "{{ 7*7 }} people? {% if rain %}bring {name}{% endif %}",
 ];
 
 /// The dispatcher's schedule until `until`.
@@ -748,14 +750,17 @@ fn escaped(played: &Played) -> Vec<String> {
                 }
             }
         }
-        // A push shows the title near its start, where no cut reaches.
+        // A push may be cut short at its end: a field is judged there as
+        // far as the push goes, and escaped is wrong wherever it shows.
         for d in played.delivered(c, "push") {
-            if let Some("escaped") = text_trouble(&d.body, &c.title) {
-                lines.push(format!(
-                    "{label}: the title {} is escaped in the push: {}",
-                    quoted(&c.title),
-                    excerpt(&d.body, 70)
-                ));
+            for (what, field) in batch.fields(c, "push") {
+                if let Some("escaped") = text_trouble(&d.body, &field) {
+                    lines.push(format!(
+                        "{label}: the {what} {} is escaped in the push: {}",
+                        quoted(&field),
+                        excerpt(&d.body, 70)
+                    ));
+                }
             }
         }
     }
@@ -805,12 +810,26 @@ fn placeholders(played: &Played) -> Vec<String> {
     let mut lines = Vec::new();
     for c in &batch.comments {
         for channel in CHANNELS {
+            // What the person typed may hold braces or the words a
+            // placeholder leaves: only the template's own text is judged.
+            let typed = batch.fields(c, channel);
+            let own = |body: &str| {
+                // Each field becomes a mark, so that what is left around
+                // it reads as the template put it ("Hello ▮,").
+                let strip = |text: String| {
+                    typed
+                        .iter()
+                        .filter(|(_, field)| !field.is_empty())
+                        .fold(text, |left, (_, field)| left.replace(field.as_str(), "▮"))
+                };
+                strip(decode(&strip(body.to_string())))
+            };
             for d in played.delivered(c, channel) {
                 let bodies = [Some(d.body.as_str()), d.html.as_deref()];
                 if let Some((body, sign)) = bodies
                     .into_iter()
                     .flatten()
-                    .find_map(|b| Some((b, placeholder(b)?)))
+                    .find_map(|b| Some((b, placeholder(&own(b))?)))
                 {
                     let line = body
                         .lines()
