@@ -84,6 +84,8 @@ pub fn first_found<P>(
 ) -> (usize, Option<Finding>) {
     let mut total = 0;
     let mut found = None;
+    // Where the others were found, so the total is accounted for.
+    let mut elsewhere: Vec<(String, usize)> = Vec::new();
     for p in played {
         if let Some(trouble) = trouble(p) {
             let (name, seed) = named(p);
@@ -96,20 +98,41 @@ pub fn first_found<P>(
         total += lines.len();
         if found.is_none() && !lines.is_empty() {
             found = Some((p, lines));
+        } else if !lines.is_empty() {
+            elsewhere.push((named(p).0, lines.len()));
         }
     }
     let finding = found.map(|(p, lines)| {
         let (name, seed) = named(p);
+        let here = lines.len();
+        let mut details: Vec<String> = lines.into_iter().take(SHOWN).collect();
+        if here > SHOWN {
+            details.push(format!("and {} more in this scenario.", here - SHOWN));
+        }
+        if !elsewhere.is_empty() {
+            let places: Vec<String> = elsewhere
+                .iter()
+                .map(|(name, n)| format!("{name} ({n})"))
+                .collect();
+            details.push(format!(
+                "{} more elsewhere: {}.",
+                total - here,
+                places.join("; ")
+            ));
+        }
         Finding {
             evidence: format!("{total} {what}"),
             scenario: format!("{name}:"),
-            details: lines.into_iter().take(6).collect(),
+            details,
             seed,
             ..Default::default()
         }
     });
     (total, finding)
 }
+
+/// How many of one scenario's findings a report lists.
+const SHOWN: usize = 6;
 
 /// `n` things, in the singular for one: "1 push", "3 pushes", "2 retries".
 pub fn counted(n: usize, thing: &str) -> String {

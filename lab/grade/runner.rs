@@ -620,9 +620,10 @@ fn scenario_base() -> PathBuf {
 /// the process id, so a later run can tell whether its owner is gone.
 const RUN_PREFIX: &str = "notify-run-";
 
-/// This run's folder of scenario folders, and its path for a signal
-/// handler (a C string made before any signal can come).
-static RUN_DIR: std::sync::OnceLock<Option<(PathBuf, std::ffi::CString)>> =
+/// This run's folder of scenario folders, with its path and the name it
+/// is moved to before it is removed, for a signal handler (C strings made
+/// before any signal can come).
+static RUN_DIR: std::sync::OnceLock<Option<(PathBuf, std::ffi::CString, std::ffi::CString)>> =
     std::sync::OnceLock::new();
 
 /// The folder every scenario folder of this run goes in, made on first
@@ -638,10 +639,12 @@ fn run_dir() -> Result<PathBuf> {
             .ok()?
             .keep();
         let c_path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
-        Some((dir, c_path))
+        let gone = [dir.as_os_str().as_encoded_bytes(), b".gone"].concat();
+        let c_gone = std::ffi::CString::new(gone).ok()?;
+        Some((dir, c_path, c_gone))
     });
     match made {
-        Some((dir, _)) => Ok(dir.clone()),
+        Some((dir, _, _)) => Ok(dir.clone()),
         None => {
             let base = scenario_base();
             anyhow::bail!(
@@ -687,22 +690,29 @@ fn alive(_pid: u32) -> bool {
 
 /// Removes this run's folder of scenario folders, at the end of a run.
 pub fn remove_run_dir() {
-    if let Some(Some((dir, _))) = RUN_DIR.get() {
+    if let Some(Some((dir, _, _))) = RUN_DIR.get() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
 
-/// Removes this run's folder from a signal handler: `rm -rf` in a child
-/// process, since fork, exec and wait are safe there and freeing memory is
+/// Removes this run's folder from a signal handler. The folder is first
+/// moved aside, so that the threads still playing scenarios can make no
+/// new folder in it, then removed by `rm -rf` in a child process: rename,
+/// fork, exec and wait are safe in a signal handler, and freeing memory is
 /// not.
 #[cfg(unix)]
 pub fn remove_run_dir_on_signal() {
-    let Some(Some((_, path))) = RUN_DIR.get() else {
+    let Some(Some((_, dir, gone))) = RUN_DIR.get() else {
         return;
     };
-    // SAFETY: fork, execv, _exit and waitpid are async-signal-safe; the
-    // arguments were made before the signal came.
+    // SAFETY: rename, fork, execv, _exit and waitpid are async-signal-safe;
+    // the arguments were made before the signal came.
     unsafe {
+        let path = if libc::rename(dir.as_ptr(), gone.as_ptr()) == 0 {
+            gone
+        } else {
+            dir
+        };
         let pid = libc::fork();
         if pid == 0 {
             let rm = c"/bin/rm".as_ptr();
