@@ -1582,6 +1582,9 @@ impl World {
         // fallback goes to, or a reader's email. Its first sends are
         // refused with a 429 or none are; the sweep ends it either way.
         let mut venom = Rng::new(seed ^ 0x0808_9015_0e5a);
+        // Whether a poison push is of a kind that falls back: its own
+        // stream too, so that the rest of the world stays as it was.
+        let mut kind_of_poison = Rng::new(seed ^ 0x0808_0b1d_7e57);
         let mut poison = (venom.between(0, 4) == 0).then(|| {
             let n = [2, 3][venom.between(0, 1) as usize];
             (venom.between(0, 2), Script::Poison(n))
@@ -1696,6 +1699,15 @@ impl World {
                 Some(next("push", true, push, mail))
             };
             let important = (troubled.is_some() && !doomed_yet) || rng.between(0, 4) < 3;
+            // A poison push is of any kind: one that does not fall back
+            // must not fall back when the sweep dead-letters it either.
+            let poisoned = troubled
+                .as_ref()
+                .is_some_and(|t| matches!(t.push, Script::Poison(_)));
+            let important = match poisoned && !doomed_yet {
+                true => kind_of_poison.between(0, 2) > 0,
+                false => important,
+            };
             let important = important
                 || !any_kind
                     && down.is_some_and(|d| {
@@ -2453,6 +2465,16 @@ const DIMENSIONS: &[Dimension<World>] = &[
                 n.member.channel == "push"
                     && n.member.push == Script::Poison(3)
                     && IMPORTANT.contains(&n.news.kind)
+            })
+        },
+    },
+    Dimension {
+        name: "a push of a kind that does not fall back, killing every dispatcher once past its 429s, dead-lettered by the sweep",
+        reached: |w| {
+            w.notices().any(|n| {
+                n.member.channel == "push"
+                    && matches!(n.member.push, Script::Poison(_))
+                    && !IMPORTANT.contains(&n.news.kind)
             })
         },
     },
