@@ -2592,10 +2592,12 @@ mod tests {
                 let no_deploy = !w.deploys.iter().any(|t| (d.from..d.to).contains(t));
                 assert!(only_important || no_deploy, "seed {seed}");
             }
-            // An important push that never gets through.
+            // An important push that never gets through, or a poison push
+            // of a kind that does not fall back.
             assert!(
                 w.notices().any(|n| n.member.channel == "push"
-                    && IMPORTANT.contains(&n.news.kind)
+                    && (IMPORTANT.contains(&n.news.kind)
+                        || matches!(n.member.push, Script::Poison(_)))
                     && matches!(
                         n.member.push,
                         Script::Dead
