@@ -1791,15 +1791,15 @@ impl World {
             }
         }
         // One world in six ends with a poison message (chapter 6):
-        // every send of it past its first 429s kills the dispatcher sending
-        // it, and only the sweep moves it on, counting each lost attempt,
+        // every send of it past its first 429s, if it meets any, kills the
+        // dispatcher sending it, and only the sweep moves it on, counting each lost attempt,
         // until it dead-letters it on its last. It is told alone once
         // everything else has settled, so no other row is claimed beside
         // it. Drawn from a stream of its own.
         let mut venom = Rng::new(seed ^ 0x0707_9015_0e5a);
         if venom.between(0, 5) == 0 {
             let channel = *venom.pick(&["email", "push"]);
-            let script = Script::Poison(venom.between(1, 3) as u32);
+            let script = Script::Poison(venom.between(0, 3) as u32);
             let wait = venom.between(0, 60) as i64 * SECOND;
             world.tell_newcomer(&names, channel, script, text(), |w| w.settled_by() + wait);
         }
@@ -2057,6 +2057,10 @@ const DIMENSIONS: &[Dimension<World>] = &[
                 .iter()
                 .any(|p| matches!(p.script, Script::Poison(_)))
         },
+    },
+    Dimension {
+        name: "a message that kills every dispatcher from its first send: its dead letter's only error is the lost dispatcher",
+        reached: |w| w.people.iter().any(|p| p.script == Script::Poison(0)),
     },
     Dimension {
         name: "a provider down for longer than the breaker's 30 s wait",

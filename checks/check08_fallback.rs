@@ -1586,7 +1586,7 @@ impl World {
         // stream too, so that the rest of the world stays as it was.
         let mut kind_of_poison = Rng::new(seed ^ 0x0808_0b1d_7e57);
         let mut poison = (venom.between(0, 4) == 0).then(|| {
-            let n = [2, 3][venom.between(0, 1) as usize];
+            let n = [0, 2, 3][venom.between(0, 2) as usize];
             (venom.between(0, 2), Script::Poison(n))
         });
         // Readers of email: some have a phone too, which nothing uses.
@@ -2476,6 +2476,14 @@ const DIMENSIONS: &[Dimension<World>] = &[
                     && matches!(n.member.push, Script::Poison(_))
                     && !IMPORTANT.contains(&n.news.kind)
             })
+        },
+    },
+    Dimension {
+        name: "a message that kills every dispatcher from its first send: its dead letter's only error is the lost dispatcher",
+        reached: |w| {
+            w.members
+                .iter()
+                .any(|m| m.push == Script::Poison(0) || m.mail == Script::Poison(0))
         },
     },
     Dimension {

@@ -877,6 +877,22 @@ impl Batch {
         }
         seen
     }
+
+    /// The genuine events about `message` in the latest whole second the
+    /// provider's clock reads for it: one, or several reported in that
+    /// same second.
+    fn last_second(&self, message: &str) -> Vec<&Event> {
+        let events: Vec<&Event> = self
+            .genuine()
+            .into_iter()
+            .filter(|e| e.message == message)
+            .collect();
+        let last = events.iter().map(|e| unix(e.occurred)).max();
+        events
+            .into_iter()
+            .filter(|e| Some(unix(e.occurred)) == last)
+            .collect()
+    }
 }
 
 /// One outbox row as it was left.
@@ -923,16 +939,9 @@ impl Played {
     /// the same second, the first the endpoint took, since only a later
     /// event changes a status.
     fn latest(&self, message: &str) -> Option<&Event> {
-        let events: Vec<&Event> = self
-            .batch
-            .genuine()
+        self.batch
+            .last_second(message)
             .into_iter()
-            .filter(|e| e.message == message)
-            .collect();
-        let last = events.iter().map(|e| unix(e.occurred)).max()?;
-        events
-            .into_iter()
-            .filter(|e| unix(e.occurred) == last)
             .min_by_key(|e| self.taken(&e.id).unwrap_or(i64::MAX))
     }
 
@@ -1248,9 +1257,7 @@ fn ordered(played: &Played) -> Vec<String> {
         } else {
             row.delivery.clone()
         };
-        let tied = batch.genuine().into_iter().any(|e| {
-            e.id != latest.id && e.message == m.id && unix(e.occurred) == unix(latest.occurred)
-        });
+        let tied = batch.last_second(&m.id).len() > 1;
         lines.push(format!(
             "{} ends with {said}, but the provider's latest is {} at {} ({}, came at {}){}.",
             m.id,
@@ -1675,17 +1682,7 @@ impl Explorer for Generated {
             .messages
             .iter()
             .filter_map(|m| {
-                let events: Vec<&Event> = batch
-                    .genuine()
-                    .into_iter()
-                    .filter(|e| e.message == m.id)
-                    .collect();
-                let last = events.iter().map(|e| unix(e.occurred)).max()?;
-                let kinds: Vec<&str> = events
-                    .iter()
-                    .filter(|e| unix(e.occurred) == last)
-                    .map(|e| e.kind)
-                    .collect();
+                let kinds: Vec<&str> = batch.last_second(&m.id).iter().map(|e| e.kind).collect();
                 (kinds.len() > 1).then(|| (format!("{} to {}", m.id, m.to), kinds))
             })
             .collect();
