@@ -31,7 +31,7 @@ use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::Outcome;
 
-use super::dispatch_world::{provider, Script, RETRY_GAPS};
+use super::dispatch_world::{answered, provider, Script, RETRY_GAPS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 9,
@@ -735,6 +735,21 @@ impl Played {
             .collect()
     }
 
+    /// Every attempt of `notice` on `channel`, on its recipient's clock,
+    /// as a report lists them: " Its attempts: 21:58 failed, 22:03 sent."
+    /// Nothing when it had one attempt or none.
+    fn story(&self, n: &Notice, channel: &str) -> String {
+        let attempts = self.attempts(n, channel);
+        if attempts.len() < 2 {
+            return String::new();
+        }
+        let said: Vec<String> = attempts
+            .iter()
+            .map(|&(ms, outcome)| format!("{} {}", self.at(n, ms), answered(outcome)))
+            .collect();
+        format!(" Its attempts: {}.", said.join(", "))
+    }
+
     /// "23:00 Europe/Paris"
     fn at(&self, n: &Notice, ms: i64) -> String {
         hhmm(&self.batch.local(&n.person, ms))
@@ -894,14 +909,15 @@ fn quiet(played: &Played) -> Vec<String> {
             let local = batch.local(&n.person, ms);
             if in_quiet_hours(&local) {
                 lines.push(format!(
-                    "#{} {} ({}): {} push queued at {}, sent at {} ({} UTC).",
+                    "#{} {} ({}): {} push queued at {}, sent at {} ({} UTC).{}",
                     n.number,
                     n.person,
                     batch.person(&n.person).zone,
                     n.kind,
                     played.at(n, n.at),
                     hhmm(&local),
-                    local.timestamp().strftime("%H:%M")
+                    local.timestamp().strftime("%H:%M"),
+                    played.story(n, "push")
                 ));
             }
         }
@@ -932,7 +948,7 @@ fn held(played: &Played) -> Vec<String> {
             played.at(n, n.at)
         );
         let Some(&first) = sent.first() else {
-            lines.push(format!("{label}, never sent."));
+            lines.push(format!("{label}, never sent.{}", played.story(n, "push")));
             continue;
         };
         let Some(morning) = batch.morning(&n.person, n.at) else {
@@ -946,10 +962,11 @@ fn held(played: &Played) -> Vec<String> {
         }
         if first > morning + PROMPT {
             lines.push(format!(
-                "{label}, sent at {}, not by {} ({} late).",
+                "{label}, sent at {}, not by {} ({} late).{}",
                 played.at(n, first),
                 hhmm(&batch.local(&n.person, morning + PROMPT)),
-                lab::explore::span(first - morning)
+                lab::explore::span(first - morning),
+                played.story(n, "push")
             ));
         }
     }
