@@ -43,7 +43,7 @@ pub const SCHEMA: &str = "
         recipient       TEXT NOT NULL,
         body            TEXT NOT NULL,
         status          TEXT NOT NULL DEFAULT 'PENDING'
-                        CHECK (status IN ('PENDING', 'PROCESSING', 'SENT', 'FAILED')),
+                        CHECK (status IN ('PENDING', 'PROCESSING', 'SENT', 'FAILED', 'CANCELLED')),
         attempts        INTEGER NOT NULL DEFAULT 0,
         next_attempt_at INTEGER NOT NULL DEFAULT 0,
         last_error      TEXT,

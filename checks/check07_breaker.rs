@@ -2249,6 +2249,7 @@ impl Explorer for Generated {
             recorded: true,
             told_once: true,
             settled: true,
+            withdraws: false,
             keyed: true,
             retry_gaps: &RETRY_GAPS,
             breaker: Some(BREAKER),

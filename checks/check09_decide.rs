@@ -23,7 +23,7 @@ use lab::explore::hms as clock;
 use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
-use lab::history::{read_outbox, History};
+use lab::history::{read_ledger, read_outbox, History, Queued, CANCELLED};
 use lab::report::{counted, first_found, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
@@ -39,14 +39,14 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case09_decide.rs",
     text_file: "chapters/09-decide-preferences-and-quiet-hours.md",
     bin: "case09",
-    shipped_hash: 0xfea0_04a8_12ea_76ef,
+    shipped_hash: 0xc5a8_66f9_8e0d_177c,
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
 };
 
 const OPTED_OUT: &str =
-    "nothing goes out on a channel its recipient had turned off for that kind, when it was published or since";
+    "nothing goes out on a channel its recipient turned off for that kind, before it was published or at any moment since; what is withdrawn ends CANCELLED, not as a dead letter";
 const QUIET: &str =
     "no push other than a security alert between 22:00 and 08:00 on its recipient's clock";
 const HELD: &str =
@@ -213,6 +213,35 @@ fn person(name: &str, zone: &'static str, off: &[(&str, &str)]) -> Person {
     }
 }
 
+/// The `changes` that change something, in their order: a switch is kept
+/// when it turns its channel to what it was not just before, counting the
+/// person's settings and the switches kept before it.
+fn effective(people: &[Person], changes: Vec<Change>) -> Vec<Change> {
+    let mut order: Vec<usize> = (0..changes.len()).collect();
+    order.sort_by_key(|&i| changes[i].at);
+    let mut state: BTreeMap<(&str, &str, &str), bool> = BTreeMap::new();
+    let mut keep = vec![false; changes.len()];
+    for i in order {
+        let c = &changes[i];
+        let on = state
+            .entry((&c.person, c.kind, c.channel))
+            .or_insert_with(|| {
+                !people.iter().any(|p| {
+                    p.name == c.person && p.off.contains(&(c.kind.into(), c.channel.into()))
+                })
+            });
+        if *on != c.enabled {
+            *on = c.enabled;
+            keep[i] = true;
+        }
+    }
+    changes
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, kept)| kept.then_some(c))
+        .collect()
+}
+
 fn notice(number: usize, person: &str, kind: &'static str, at: i64) -> Notice {
     Notice {
         number,
@@ -362,14 +391,8 @@ impl Batch {
                     at: rng.between(0, 480) as i64 * MINUTE,
                 }
             })
-            .filter(|c| {
-                // The switch must change something.
-                let off = people.iter().any(|p| {
-                    p.name == c.person && p.off.contains(&(c.kind.into(), c.channel.into()))
-                });
-                c.enabled == off
-            })
             .collect();
+        let changes = effective(&people, changes);
         let mut restart_at = (rng.between(0, 2) == 0).then(|| rng.between(1, 600) as i64 * MINUTE);
         // Every other seed, one more person gets a notice, not an alert,
         // at the time of another one: their email fails three times (the
@@ -399,6 +422,7 @@ impl Batch {
             restart_at,
         };
         batch.opt_out_while_waiting(seed);
+        batch.changes = effective(&batch.people, std::mem::take(&mut batch.changes));
         batch.fails_into_the_night(seed);
         batch
     }
@@ -473,13 +497,29 @@ impl Batch {
         // Within the two minutes its retries take, never on a wake-up.
         let seconds = rng.between(1, 118) as i64;
         let seconds = seconds + i64::from(seconds >= 60);
+        let off_at = n.at + seconds * SECOND;
         self.changes.push(Change {
             person: n.person.clone(),
             kind: n.kind,
             channel,
             enabled: false,
-            at: n.at + seconds * SECOND,
+            at: off_at,
         });
+        // Half of these people (drawn from a stream of their own) turn it
+        // back on before the message's next attempt: the opt-out still
+        // wins, since an opt-in brings nothing back.
+        let mut back = Rng::new(seed ^ 0x0909_0b0b_a0a0);
+        let before_wake = (off_at / WAKE_UP + 1) * WAKE_UP - off_at;
+        if back.between(0, 1) == 0 && before_wake >= 2 * SECOND {
+            let seconds = back.between(1, (before_wake / SECOND - 1) as u64) as i64;
+            self.changes.push(Change {
+                person: n.person.clone(),
+                kind: n.kind,
+                channel,
+                enabled: true,
+                at: off_at + seconds * SECOND,
+            });
+        }
     }
 
     fn name(&self) -> String {
@@ -525,16 +565,37 @@ impl Batch {
         on
     }
 
-    /// Whether the push of `notice` is turned off at any moment after it
+    /// Whether `channel` of `notice` is turned off at any moment after it
     /// was published.
     fn turned_off_later(&self, n: &Notice, channel: &str) -> bool {
-        self.changes.iter().any(|c| {
-            c.person == n.person
-                && c.kind == n.kind
-                && c.channel == channel
-                && !c.enabled
-                && c.at > n.at
-        })
+        self.turned_off_at(n, channel, i64::MAX).is_some()
+    }
+
+    /// When `channel` of `notice` was first turned off after it was
+    /// published, at `ms` or before (a switch and a wake-up at the same
+    /// moment: the switch comes first).
+    fn turned_off_at(&self, n: &Notice, channel: &str, ms: i64) -> Option<i64> {
+        self.changes
+            .iter()
+            .filter(|c| {
+                c.person == n.person
+                    && c.kind == n.kind
+                    && c.channel == channel
+                    && !c.enabled
+                    && c.at > n.at
+                    && c.at <= ms
+            })
+            .map(|c| c.at)
+            .min()
+    }
+
+    /// Whether the rules forbid sending `channel` of `notice` at `ms`: it
+    /// was off when published, or turned off at any moment since (rule 3:
+    /// turning it back on brings nothing back).
+    fn forbidden(&self, n: &Notice, channel: &str, ms: i64) -> bool {
+        !n.critical()
+            && (!self.enabled(&n.person, n.kind, channel, n.at)
+                || self.turned_off_at(n, channel, ms).is_some())
     }
 
     /// When a push published at `at` may go out at the earliest: `at`, or
@@ -714,6 +775,8 @@ struct Played {
     batch: Batch,
     exits: Vec<Exit>,
     history: History,
+    /// The outbox as the contract places its rows.
+    ledger: Vec<Queued>,
     unreadable: Option<String>,
 }
 
@@ -778,13 +841,18 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
         }
     }
     let history = History::read(dir.path())?;
-    let unreadable = read_rows(dir.path(), &history)
-        .err()
-        .map(|err| format!("the outbox could not be read: {err:#}"));
+    let (ledger, unreadable) = match read_ledger(dir.path(), &history) {
+        Ok(ledger) => (ledger, None),
+        Err(err) => (
+            Vec::new(),
+            Some(format!("the outbox could not be read: {err:#}")),
+        ),
+    };
     Ok(Played {
         batch: batch.clone(),
         exits,
         history,
+        ledger,
         unreadable,
     })
 }
@@ -815,9 +883,7 @@ fn run(case: &Case) -> Result<String> {
             }
             let mut notes = Vec::new();
             for &ms in &sent {
-                let then = batch.enabled(&n.person, n.kind, channel, n.at);
-                let now = batch.enabled(&n.person, n.kind, channel, ms);
-                if !n.critical() && (!then || !now) {
+                if batch.forbidden(n, channel, ms) {
                     off += 1;
                     notes.push("turned off");
                 }
@@ -869,20 +935,27 @@ fn first(
     )
 }
 
-/// Sends on a channel turned off for their kind, at the moment of the send.
+/// Sends on a channel turned off for their kind when it was published or
+/// at any moment since, and withdrawn messages not left `CANCELLED`.
 fn opted_out(played: &Played) -> Vec<String> {
     let batch = &played.batch;
     let mut lines = Vec::new();
     for n in batch.notices.iter().filter(|n| !n.critical()) {
         for channel in CHANNELS {
             for ms in played.sent(n, channel) {
-                let then = batch.enabled(&n.person, n.kind, channel, n.at);
-                let now = batch.enabled(&n.person, n.kind, channel, ms);
-                if !then || !now {
+                if batch.forbidden(n, channel, ms) {
+                    let then = batch.enabled(&n.person, n.kind, channel, n.at);
+                    let now = batch.enabled(&n.person, n.kind, channel, ms);
                     let when = match (then, now) {
-                        (true, _) => "turned off after it was published",
-                        (false, true) => "off when it was published (turned on later)",
-                        _ => "turned off",
+                        (true, false) => "turned off after it was published".to_string(),
+                        (true, true) => format!(
+                            "turned off at {} after it was published (turned on again later: that brings nothing back)",
+                            played.at(n, batch.turned_off_at(n, channel, ms).unwrap_or(ms))
+                        ),
+                        (false, true) => {
+                            "off when it was published (turned on later)".to_string()
+                        }
+                        (false, false) => "turned off".to_string(),
                     };
                     lines.push(format!(
                         "#{} {} ({}): {} sent at {}, {channel} {when} for {}.",
@@ -895,9 +968,49 @@ fn opted_out(played: &Played) -> Vec<String> {
                     ));
                 }
             }
+            lines.extend(withdrawn(played, n, channel));
         }
     }
     lines
+}
+
+/// What is wrong with how `channel` of `notice` ended, if its recipient
+/// withdrew it (turned the channel off after it was queued, before it went
+/// out): it must end `CANCELLED` with its reason, not a dead letter, which
+/// an operator's alerts take for a failure. A row the provider refused for
+/// good is a dead letter whatever came after, and a channel off when the
+/// notice was published may have no row at all.
+fn withdrawn(played: &Played, n: &Notice, channel: &str) -> Option<String> {
+    let batch = &played.batch;
+    let tried = played.attempts(n, channel);
+    if tried
+        .iter()
+        .any(|a| matches!(a.1, Outcome::Delivered | Outcome::Rejected))
+        || !batch.forbidden(n, channel, i64::MAX)
+    {
+        return None;
+    }
+    let recipient = batch.person(&n.person).recipient(channel);
+    let text = n.text();
+    let row = played
+        .ledger
+        .iter()
+        .find(|q| q.channel == channel && q.recipient == recipient && q.body == text)?;
+    let how = match (row.status.as_str(), &row.error) {
+        (CANCELLED, Some(_)) => return None,
+        (CANCELLED, None) => "left CANCELLED with no reason kept".to_string(),
+        ("FAILED", _) => "left a dead letter (FAILED): a withdrawn message is no failure, it ends CANCELLED with its reason".to_string(),
+        _ => return None,
+    };
+    Some(format!(
+        "#{} {} ({}): {} {channel} queued at {}, withdrawn, {how}.{}",
+        n.number,
+        n.person,
+        batch.person(&n.person).zone,
+        n.kind,
+        played.at(n, n.at),
+        played.story(n, channel)
+    ))
 }
 
 /// Non-critical pushes sent in quiet hours on the recipient's clock.
@@ -1042,7 +1155,11 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .iter()
         .map(|p| p.history.delivered("push").count())
         .sum();
-    let (_, f_off) = first(&played, opted_out, "sent on a channel turned off");
+    let (_, f_off) = first(
+        &played,
+        opted_out,
+        "sent after an opt-out, or withdrawn as a dead letter",
+    );
     let (_, f_quiet) = first(&played, quiet, "pushes in quiet hours");
     let (_, f_held) = first(&played, held, "held pushes lost or late");
     let (_, f_critical) = first(&played, critical, "alerts not sent at once");
@@ -1207,6 +1324,29 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
         reached: |b| b.changes.iter().any(|c| c.enabled),
     },
     Dimension {
+        name: "an opt-out while a message waits, turned back on before its next attempt: the opt-out still wins",
+        reached: |b| {
+            b.changes.iter().any(|off| {
+                let next = (off.at / WAKE_UP + 1) * WAKE_UP;
+                !off.enabled
+                    && b.changes.iter().any(|on| {
+                        on.enabled
+                            && on.person == off.person
+                            && on.kind == off.kind
+                            && on.channel == off.channel
+                            && (off.at..next).contains(&on.at)
+                    })
+                    && b.notices.iter().any(|n| {
+                        n.person == off.person
+                            && n.kind == off.kind
+                            && !n.critical()
+                            && n.at < off.at
+                            && b.enabled(&n.person, n.kind, off.channel, n.at)
+                    })
+            })
+        },
+    },
+    Dimension {
         name: "a deploy while a retry waits its backoff",
         reached: |b| {
             b.restart_at.is_some_and(|r| {
@@ -1257,6 +1397,7 @@ impl Explorer for Generated {
             recorded: true,
             told_once: true,
             settled: true,
+            withdraws: true,
             keyed: true,
             // No sweep hands a live claim to another process here.
             sent_once: true,
@@ -1289,7 +1430,23 @@ impl Explorer for Generated {
                 } else {
                     format!("on their clock: {}", times.join(", "))
                 };
-                let state = if told > 0 { "sent" } else { NOT_SENT };
+                // A dead letter is told apart from a message withdrawn or
+                // never queued: the rules end a withdrawn one CANCELLED.
+                let dead = told == 0
+                    && rows.iter().any(|r| {
+                        r.status == "FAILED"
+                            && r.subject
+                                == subject_of(
+                                    &batch.person(&n.person).recipient(channel),
+                                    channel,
+                                    &n.text(),
+                                )
+                    });
+                let state = match (told, dead) {
+                    (0, true) => "a dead letter",
+                    (0, false) => NOT_SENT,
+                    _ => "sent",
+                };
                 fates.insert(
                     format!("{} {channel} ({})", n.subject(), n.kind),
                     Fate {
@@ -1410,6 +1567,11 @@ impl Explorer for Generated {
 /// The outbox as it was left.
 fn read_rows(dir: &Path, history: &History) -> Result<Vec<Row>> {
     read_outbox(dir, history, |q| {
-        format!("{} ({}): {}", q.recipient, q.channel, q.body)
+        subject_of(&q.recipient, &q.channel, &q.body)
     })
+}
+
+/// How a row is named in the invariants' findings.
+fn subject_of(recipient: &str, channel: &str, body: &str) -> String {
+    format!("{recipient} ({channel}): {body}")
 }

@@ -161,6 +161,14 @@ const WRONG_FIXES: &[(&str, &str)] = &[
         "night-recheck-retries-only",
         "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
     ),
+    (
+        "opt-out-read-at-send-only",
+        "FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+    ),
+    (
+        "withdrawn-as-failed",
+        "FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+    ),
 ];
 
 #[test]
@@ -193,6 +201,28 @@ fn an_opt_in_does_not_bring_back_a_message_said_no_to() {
     let details = report["verdicts"][0]["details"].to_string();
     assert!(
         details.contains("off when it was published (turned on later)"),
+        "{details}"
+    );
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn an_opt_out_undone_before_the_send_still_wins() {
+    let (_, _, report) = check(&["--no-shrink", "--variant", "opt-out-read-at-send-only"]);
+    let details = report["verdicts"][0]["details"].to_string();
+    assert!(
+        details.contains("(turned on again later: that brings nothing back)"),
+        "{details}"
+    );
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_withdrawn_message_is_no_dead_letter() {
+    let (_, _, report) = check(&["--no-shrink", "--variant", "withdrawn-as-failed"]);
+    let details = report["verdicts"][0]["details"].to_string();
+    assert!(
+        details.contains("cleo (Asia/Tokyo): date_chosen push queued at 05:00, withdrawn, left a dead letter (FAILED)"),
         "{details}"
     );
 }

@@ -6,11 +6,13 @@
 //! A critical kind, a security alert, goes on every channel at once,
 //! whatever the preferences and the hour.
 //!
-//! The dispatcher looks again just before each send, because hours may pass
-//! between the decision and the send: an opt-out made meanwhile wins (the
-//! row is withdrawn, its reason kept), and a push whose retry would land in
-//! quiet hours waits for the morning too. An opt-in made meanwhile brings
-//! nothing back: it is for the notices that come after it.
+//! Hours may pass between the decision and the send. An opt-out made
+//! meanwhile wins: it withdraws what waits on that channel as it is made
+//! (`CANCELLED`, its reason kept: a withdrawal is no dead letter), and the
+//! dispatcher looks again just before each send, for a row it had already
+//! claimed. An opt-in made meanwhile brings nothing back: it is for the
+//! notices that come after it. A push whose retry would land in quiet hours
+//! waits for the morning too.
 
 use jiff::Timestamp;
 use lab::clock::{MINUTE, SECOND};
@@ -47,7 +49,7 @@ pub const SCHEMA: &str = "
         recipient       TEXT NOT NULL,
         body            TEXT NOT NULL,
         status          TEXT NOT NULL DEFAULT 'PENDING'
-                        CHECK (status IN ('PENDING', 'PROCESSING', 'SENT', 'FAILED')),
+                        CHECK (status IN ('PENDING', 'PROCESSING', 'SENT', 'FAILED', 'CANCELLED')),
         attempts        INTEGER NOT NULL DEFAULT 0,
         next_attempt_at INTEGER NOT NULL DEFAULT 0,
         last_error      TEXT,
@@ -161,11 +163,29 @@ fn quiet_until(now: Timestamp, zone: &str) -> Result<Option<Timestamp>> {
 
 /// Records a person's choice for one kind and channel.
 pub fn set_preference(db: &mut Db, _email: &Email, change: &Preference) -> Result<()> {
-    db.execute(
+    let tx = db.transaction()?;
+    tx.execute(
         "INSERT INTO preferences (person, kind, channel, enabled) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (person, kind, channel) DO UPDATE SET enabled = excluded.enabled",
         (&change.person, &change.kind, &change.channel, change.enabled),
     )?;
+    // An opt-out withdraws what waits on that channel, in the same
+    // transaction: turning the channel on again before the send must not
+    // bring it back.
+    if !change.enabled && !CRITICAL.contains(&change.kind.as_str()) {
+        let why = format!(
+            "withdrawn: {} turned {} off for {}",
+            change.person, change.channel, change.kind
+        );
+        tx.execute(
+            "UPDATE outbox SET status = 'CANCELLED', last_error = ?4
+              WHERE status = 'PENDING' AND channel = ?3
+                AND notification IN (SELECT id FROM notifications
+                                      WHERE person = ?1 AND kind = ?2)",
+            (&change.person, &change.kind, &change.channel, &why),
+        )?;
+    }
+    tx.commit()?;
     Ok(())
 }
 
@@ -197,7 +217,7 @@ pub fn dispatch(db: &mut Db, providers: &Providers, clock: &Clock) -> Result<()>
             // An opt-out made since the row was queued wins.
             if !wants(db, &person, &kind, &row.channel)? {
                 let why = format!("withdrawn: {person} turned {} off for {kind}", row.channel);
-                finish(db, &row, "FAILED", row.attempts, Some(&why))?;
+                finish(db, &row, "CANCELLED", row.attempts, Some(&why))?;
                 continue;
             }
             // A retry that falls in quiet hours waits for the morning too.

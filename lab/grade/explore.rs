@@ -173,6 +173,10 @@ pub struct Invariants {
     /// Once the service is idle, every queued message was delivered (the
     /// world saw it) or is a dead letter with the error that killed it.
     pub settled: bool,
+    /// With `settled`, chapter 9's third end state: a row withdrawn because
+    /// its recipient turned the channel off is `CANCELLED` with its reason.
+    /// Elsewhere a `CANCELLED` row is a message lost.
+    pub withdraws: bool,
     /// After the n-th failed attempt of a message, the next one waits at
     /// least `retry_gaps[n - 1]` ms (chapter 5's backoff).
     pub retry_gaps: &'static [i64],
@@ -569,6 +573,8 @@ pub enum Rule {
     Survives,
     ToldOnce,
     Settled,
+    /// `Settled` where a message may also be withdrawn (chapter 9).
+    SettledOrWithdrawn,
     NotEarly,
     /// A crash's orphan is not sent again before the sweep may take it.
     SweptLate,
@@ -591,6 +597,9 @@ impl Rule {
             Rule::ToldOnce => "nobody gets the same message twice",
             Rule::Settled => {
                 "once idle, every message is delivered, or a dead letter with its error"
+            }
+            Rule::SettledOrWithdrawn => {
+                "once idle, every message is delivered, withdrawn with its reason, or a dead letter with its error"
             }
             Rule::NotEarly => "generated scenarios: no retry comes before its backoff (chapter 5)",
             Rule::SweptLate => {
@@ -1039,6 +1048,16 @@ fn invariants(
                 (crate::history::WAITING | "PROCESSING", _) if stranding => None,
                 ("FAILED", Some(e)) if !e.trim().is_empty() => None,
                 ("FAILED", _) => Some(format!("{} is FAILED with no error kept", row.subject)),
+                (crate::history::CANCELLED, Some(e)) if rules.withdraws && !e.trim().is_empty() => {
+                    None
+                }
+                (crate::history::CANCELLED, _) if rules.withdraws => {
+                    Some(format!("{} is CANCELLED with no reason kept", row.subject))
+                }
+                (crate::history::CANCELLED, _) => Some(format!(
+                    "{} is CANCELLED, never delivered: no rule of this chapter withdraws a message",
+                    row.subject
+                )),
                 (crate::history::WAITING, _) => Some(format!(
                     "{} was neither delivered nor dead-lettered once the service was idle",
                     row.subject
@@ -1051,7 +1070,11 @@ fn invariants(
             .collect();
         if !lines.is_empty() {
             found.push(Breach {
-                rule: Rule::Settled,
+                rule: if rules.withdraws {
+                    Rule::SettledOrWithdrawn
+                } else {
+                    Rule::Settled
+                },
                 lines,
             });
         }
@@ -2106,7 +2129,11 @@ pub fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
         rules.push(Rule::ToldOnce);
     }
     if invariants.settled {
-        rules.push(Rule::Settled);
+        rules.push(if invariants.withdraws {
+            Rule::SettledOrWithdrawn
+        } else {
+            Rule::Settled
+        });
     }
     if !invariants.retry_gaps.is_empty() {
         rules.push(Rule::NotEarly);

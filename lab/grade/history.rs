@@ -189,9 +189,11 @@ pub fn read_pairs(dir: &Path, sql: &str) -> Result<Vec<(String, String)>> {
 ///   [`read_dead_letters`]);
 /// - any other row is `SENT` when the provider delivered its message (its
 ///   channel, recipient and body) and [`WAITING`] when it did not, whatever
-///   status, lease, claim or cursor the case keeps, but for one mark held
+///   status, lease, claim or cursor the case keeps, but for two marks held
 ///   against the world: a row whose `status` says `SENT` and whose message
-///   was never delivered is [`MARKED_SENT`].
+///   was never delivered is [`MARKED_SENT`], and one whose `status` says
+///   `CANCELLED` is [`CANCELLED`] with its reason (`last_error`): withdrawn,
+///   chapter 9's end state for a message its recipient no longer wants.
 ///
 /// Dead letters kept apart from the outbox come last. A scenario that
 /// never opened its database left no rows.
@@ -204,22 +206,33 @@ pub fn read_ledger(dir: &Path, history: &History) -> Result<Vec<Queued>> {
         .with_context(|| format!("could not open the service's database {}", path.display()))?;
     // The case's own mark, where it keeps chapter 3's status, is held
     // against the world: a row marked sent must have been delivered.
-    let marked = "SELECT channel, recipient, body, status FROM outbox ORDER BY id";
-    let sql = "SELECT channel, recipient, body, '' FROM outbox ORDER BY id";
+    let reasoned = "SELECT channel, recipient, body, status, last_error FROM outbox ORDER BY id";
+    let marked = "SELECT channel, recipient, body, status, NULL FROM outbox ORDER BY id";
+    let sql = "SELECT channel, recipient, body, '', NULL FROM outbox ORDER BY id";
     let mut stmt = conn
-        .prepare(marked)
+        .prepare(reasoned)
+        .or_else(|_| conn.prepare(marked))
         .or_else(|_| conn.prepare(sql))
         .with_context(|| format!("the service's database does not answer `{sql}`"))?;
     let queued = stmt
         .query_map([], |row| {
             let status: Option<String> = row.get(3).ok().flatten();
+            let status = status.unwrap_or_default();
+            let mark = if status.eq_ignore_ascii_case("SENT") {
+                Mark::Sent
+            } else if status.eq_ignore_ascii_case(CANCELLED) {
+                let reason: Option<String> = row.get(4).ok().flatten();
+                Mark::Cancelled(reason.filter(|r| !r.trim().is_empty()))
+            } else {
+                Mark::None
+            };
             Ok((
                 Message {
                     channel: row.get(0)?,
                     recipient: row.get(1)?,
                     body: row.get(2)?,
                 },
-                status.is_some_and(|s| s.eq_ignore_ascii_case("SENT")),
+                mark,
             ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()
@@ -237,16 +250,18 @@ pub fn read_ledger(dir: &Path, history: &History) -> Result<Vec<Queued>> {
         .collect();
     let mut ledger: Vec<Queued> = queued
         .into_iter()
-        .map(|(message, marked_sent)| {
+        .map(|(message, mark)| {
             let (status, error) = if let Some(i) = dead.iter().position(|d| d.0 == message) {
                 ("FAILED", dead.remove(i).1)
             } else if let Some(i) = delivered.iter().position(|d| *d == message) {
                 delivered.remove(i);
                 ("SENT", None)
-            } else if marked_sent {
-                (MARKED_SENT, None)
             } else {
-                (WAITING, None)
+                match mark {
+                    Mark::Sent => (MARKED_SENT, None),
+                    Mark::Cancelled(reason) => (CANCELLED, reason),
+                    Mark::None => (WAITING, None),
+                }
             };
             Queued {
                 channel: message.channel,
@@ -285,15 +300,24 @@ pub fn read_outbox(
         .collect())
 }
 
+/// What a case's own `status` says of a row that was not delivered.
+enum Mark {
+    None,
+    Sent,
+    /// Withdrawn, with its reason, if one is kept.
+    Cancelled(Option<String>),
+}
+
 /// One row of the outbox, as the contract places it.
 #[derive(Clone, Debug)]
 pub struct Queued {
     pub channel: String,
     pub recipient: String,
     pub body: String,
-    /// `SENT`, `FAILED` (a dead letter) or [`WAITING`].
+    /// `SENT`, `FAILED` (a dead letter), [`CANCELLED`], [`MARKED_SENT`] or
+    /// [`WAITING`].
     pub status: String,
-    /// A dead letter's error.
+    /// A dead letter's error, or a withdrawn row's reason.
     pub error: Option<String>,
 }
 
@@ -337,6 +361,10 @@ pub fn answer_kind(error: Option<&str>) -> &'static str {
 /// How a row the contract cannot place is called: neither delivered nor
 /// a dead letter.
 pub const WAITING: &str = "waiting";
+
+/// A row withdrawn before it went out (its `status` is `CANCELLED`): chapter
+/// 9's end state for a message its recipient turned off while it waited.
+pub const CANCELLED: &str = "CANCELLED";
 
 /// A row the case marks sent (its `status` is `SENT`, or its `sent` flag is
 /// set) whose message never reached the provider: lost for good, since no
