@@ -14,7 +14,8 @@ use lab::clock::{MINUTE, SECOND};
 use lab::{Clock, Db, Providers, Result, SendError};
 use serde::Deserialize;
 
-/// The service's tables. A person may not have told us their name.
+/// The service's tables. A person may not have told us their name, an
+/// author may have left, and a moderator may have removed a comment.
 pub const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS people (
         id     TEXT PRIMARY KEY,
@@ -27,7 +28,7 @@ pub const SCHEMA: &str = "
         person TEXT NOT NULL REFERENCES people (id),
         title  TEXT NOT NULL,
         author TEXT,
-        text   TEXT NOT NULL
+        text   TEXT
     );
     CREATE TABLE IF NOT EXISTS outbox (
         id              INTEGER PRIMARY KEY,
@@ -67,8 +68,9 @@ pub struct Notice {
     pub title: String,
     /// Who wrote the comment; `None` once they deleted their account.
     pub author: Option<String>,
-    /// The comment, as its author typed it.
-    pub text: String,
+    /// The comment, as its author typed it; `None` once a moderator removed
+    /// it.
+    pub text: Option<String>,
 }
 
 /// Stores the notification and queues its delivery on every channel, in
@@ -135,7 +137,7 @@ pub fn dispatch(db: &mut Db, providers: &Providers, clock: &Clock) -> Result<()>
 
 /// Renders the row's message from its notification.
 fn render(db: &Db, row: &Claimed) -> Result<Message> {
-    let (name, title, author, text): (Option<String>, String, Option<String>, String) = db
+    let (name, title, author, text): (Option<String>, String, Option<String>, Option<String>) = db
         .query_row(
             "SELECT people.name, notifications.title, notifications.author, notifications.text
                FROM notifications JOIN people ON people.id = notifications.person
@@ -145,7 +147,9 @@ fn render(db: &Db, row: &Claimed) -> Result<Message> {
         )?;
     let mut fields = BTreeMap::new();
     fields.insert("title", title);
-    fields.insert("text", text);
+    if let Some(text) = text {
+        fields.insert("text", text);
+    }
     if let Some(name) = name {
         fields.insert("name", name);
     }

@@ -40,7 +40,7 @@ pub const CHAPTER: Chapter = Chapter {
     case_file: "cases/case10_render.rs",
     text_file: "chapters/10-render-templates-that-fail-closed.md",
     bin: "case10",
-    shipped_hash: 0x8bdf_cc55_748e_441c,
+    shipped_hash: 0xc020_6fb2_c5dc_c7ed,
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
@@ -49,11 +49,11 @@ pub const CHAPTER: Chapter = Chapter {
 const ESCAPED: &str =
     "every field reads as typed: escaped once in an HTML body, never in a text body or a push";
 const PLACEHOLDERS: &str =
-    "no placeholder reaches anyone: no {name}, no {{, no \"undefined\", no empty greeting";
+    "no placeholder reaches anyone: no {name}, no {{, no \"undefined\", no empty greeting or comment";
 const FITS: &str =
     "every push arrives within 4096 bytes: none larger is offered, a longer text is cut on a character boundary";
 const FAILS_CLOSED: &str =
-    "a message that cannot be rendered is dead-lettered at once: tried once, FAILED, the reason names the render";
+    "a message missing a required field is dead-lettered at once (tried once, FAILED, the reason names the render); one missing an optional field goes with its default";
 
 /// How often the dispatcher wakes up.
 const WAKE_UP: i64 = MINUTE;
@@ -96,7 +96,8 @@ struct Comment {
     person: String,
     title: String,
     author: Option<String>,
-    text: String,
+    /// `None` once a moderator removed it: a required field missing.
+    text: Option<String>,
     at: i64,
 }
 
@@ -112,10 +113,15 @@ impl Comment {
         format!("#{} {}", self.number, self.person)
     }
 
-    /// The push's whole text, as the template words it.
+    /// The push's whole text, as the template words it, when it has every
+    /// field (an author's default is the fix's own words).
     fn push_text(&self) -> Option<String> {
         let author = self.author.as_ref()?;
-        Some(format!("{author} on {}: {}", self.title, self.text))
+        Some(format!(
+            "{author} on {}: {}",
+            self.title,
+            self.text.as_ref()?
+        ))
     }
 }
 
@@ -147,7 +153,7 @@ fn comment(number: usize, person: &str, title: &str, author: Option<&str>, text:
         person: person.to_string(),
         title: format!("{title} (#{number})"),
         author: author.map(str::to_string),
-        text: text.to_string(),
+        text: Some(text.to_string()),
         at: 0,
     }
 }
@@ -225,10 +231,15 @@ impl Batch {
         {
             let mut c = comment(3 + i, "ivy", "Long read", Some("Kai"), "");
             let prefix = c.push_text().map_or(0, |t| t.len());
-            c.text = sized_text(prefix, total, width);
+            c.text = Some(sized_text(prefix, total, width));
             c.at = (i as i64 + 1) * MINUTE;
             comments.push(c);
         }
+        // A comment a moderator removed: its messages have nothing to say.
+        let mut removed = comment(7, "hugo", "Garden party", Some("Lou"), "");
+        removed.text = None;
+        removed.at = 5 * MINUTE;
+        comments.push(removed);
         Batch {
             seed: None,
             about: "pushes at the limit, fields full of markup",
@@ -269,6 +280,7 @@ impl Batch {
             })
             .collect();
         let count = rng.between(1, 4) as usize;
+        let mut removed = Rng::new(seed ^ 0x1010_7e47_0ded);
         let mut comments: Vec<Comment> = (1..=count)
             .map(|number| {
                 let who = rng.pick(&people).id.clone();
@@ -279,7 +291,7 @@ impl Batch {
                 let title = *rng.pick(&TITLES);
                 let mut c = comment(number, &who, title, author, "");
                 c.at = rng.between(0, 20) as i64 * MINUTE;
-                c.text = match rng.between(0, 2) {
+                c.text = Some(match rng.between(0, 2) {
                     0 => {
                         let width = rng.between(1, 4) as usize;
                         let total = *rng.pick(&[4000, 4095, 4096, 4097, 4098, 4099, 5000]);
@@ -287,7 +299,12 @@ impl Batch {
                         sized_text(prefix, total, width)
                     }
                     _ => rng.pick(&TEXTS).to_string(),
-                };
+                });
+                // One comment in six was removed by a moderator (drawn
+                // from a stream of its own, so the rest is drawn as before).
+                if removed.between(0, 5) == 0 {
+                    c.text = None;
+                }
                 c
             })
             .collect();
@@ -339,16 +356,19 @@ impl Batch {
             .expect("a comment names a person of its batch")
     }
 
-    /// Whether `channel`'s template has every field it prints for `c`: the
-    /// email greets its reader by name and names the author; the push names
-    /// the author.
-    fn renderable(&self, c: &Comment, channel: &str) -> bool {
-        c.author.is_some() && (channel == "push" || self.person(&c.person).name.is_some())
+    /// Whether `c` has every field the rules require of a message: its
+    /// title and its comment. The reader's name and the author are
+    /// optional: the fix says what stands in for them.
+    fn renderable(&self, c: &Comment, _channel: &str) -> bool {
+        c.text.is_some()
     }
 
     /// The fields `channel`'s message of `c` shows, as typed.
     fn fields(&self, c: &Comment, channel: &str) -> Vec<(&'static str, String)> {
-        let mut fields = vec![("title", c.title.clone()), ("text", c.text.clone())];
+        let mut fields = vec![("title", c.title.clone())];
+        if let Some(text) = &c.text {
+            fields.push(("text", text.clone()));
+        }
         if let Some(author) = &c.author {
             fields.push(("author", author.clone()));
         }
@@ -784,7 +804,8 @@ fn quoted(field: &str) -> String {
     format!("`{}`", excerpt(field, 40))
 }
 
-/// Text a template leaves when a field is missing or was never filled in.
+/// Text a template leaves when a field is missing or was never filled in
+/// (each field the person typed already stands as a mark).
 fn placeholder(text: &str) -> Option<&'static str> {
     const SIGNS: [&str; 9] = [
         "{",
@@ -802,6 +823,12 @@ fn placeholder(text: &str) -> Option<&'static str> {
         .find(|sign| text.contains(sign))
         .or_else(|| text.starts_with(" on ").then_some(" on "))
         .or_else(|| text.starts_with("None on ").then_some("None on"))
+        // A comment printed empty: the message ends where it should begin.
+        .or_else(|| {
+            text.contains("<blockquote></blockquote>")
+                .then_some("<blockquote></blockquote>")
+        })
+        .or_else(|| text.trim_end().ends_with(':').then_some(":"))
 }
 
 /// Messages that reached someone with a placeholder in them.
@@ -864,9 +891,12 @@ fn fits(played: &Played) -> Vec<String> {
                 ));
             }
         }
-        let Some(full) = c.push_text() else {
+        // A removed comment has no push to judge; one whose author left
+        // is judged on what its words do not change.
+        if c.text.is_none() {
             continue;
-        };
+        }
+        let full = c.push_text();
         let delivered = played.delivered(c, "push");
         for d in &delivered {
             let body = &d.body;
@@ -878,11 +908,14 @@ fn fits(played: &Played) -> Vec<String> {
                 ));
                 continue;
             }
+            let Some(full) = &full else {
+                continue;
+            };
             let kept = body
                 .strip_suffix('…')
                 .or_else(|| body.strip_suffix("..."))
                 .unwrap_or(body);
-            if full.len() <= PUSH_PAYLOAD_LIMIT && *body != full {
+            if full.len() <= PUSH_PAYLOAD_LIMIT && body != full {
                 lines.push(format!(
                     "{label}: a push of {} bytes fits, yet arrived as {} bytes: {}",
                     full.len(),
@@ -908,10 +941,10 @@ fn fits(played: &Played) -> Vec<String> {
         // A phone refused for good cannot be reached, whatever the size.
         let refused = batch.person(&c.person).push == Script::Refused;
         if delivered.is_empty() && !refused {
-            lines.push(format!(
-                "{label}: the push of {} bytes never arrived",
-                full.len()
-            ));
+            lines.push(match &full {
+                Some(full) => format!("{label}: the push of {} bytes never arrived", full.len()),
+                None => format!("{label}: the push, its author gone, never arrived"),
+            });
         }
     }
     lines
@@ -930,14 +963,31 @@ fn fails_closed(played: &Played) -> Vec<String> {
             let render_error = row.is_some_and(|r| r.error.to_lowercase().contains("render"));
             if renderable {
                 if render_error && row.is_some_and(|r| r.status == "FAILED") {
+                    let optional: Vec<&str> = [
+                        (c.author.is_none(), "no author"),
+                        (
+                            channel == "email" && batch.person(&c.person).name.is_none(),
+                            "no name",
+                        ),
+                    ]
+                    .into_iter()
+                    .filter_map(|(missing, what)| missing.then_some(what))
+                    .collect();
+                    let has = match optional.is_empty() {
+                        true => "has every field".to_string(),
+                        false => format!(
+                            "has every required field ({}: an optional field takes its default)",
+                            optional.join(", ")
+                        ),
+                    };
                     lines.push(format!(
-                        "{label}: has every field, yet FAILED: {}",
+                        "{label}: {has}, yet FAILED: {}",
                         excerpt(&row.map(|r| r.error.clone()).unwrap_or_default(), 60)
                     ));
                 }
                 continue;
             }
-            let missing = if c.author.is_none() { "author" } else { "name" };
+            let missing = "comment (a moderator removed it)";
             let offered = played.offered(c, channel);
             if let Some(d) = offered.first() {
                 let what = if d.outcome == Outcome::Delivered {
@@ -983,7 +1033,7 @@ fn run(case: &Case) -> Result<String> {
          #1 is on an event titled `{}`;\n\
          cleo never gave her name; #3's comment is {} bytes of Japanese and emoji\n\n",
         batch.comments[0].title,
-        long.text.len()
+        long.text.as_deref().map_or(0, str::len)
     );
     out.push_str(&format!(
         "  {:<3}{:<6}{:<9}{:<8}{}\n",
@@ -1003,6 +1053,10 @@ fn run(case: &Case) -> Result<String> {
                         format!("{} ({} bytes)", excerpt(&d.body, 40), d.body.len())
                     }
                     "push" => d.body.clone(),
+                    // Someone with no name: how the email greets them.
+                    _ if batch.person(&c.person).name.is_none() => {
+                        excerpt(html.lines().next().unwrap_or(""), 80)
+                    }
                     _ => excerpt(&html_line(html, &c.marker(), &c.marker()), 80),
                 };
                 if let Some((what, field)) = batch
@@ -1126,10 +1180,14 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         judge(
             FAILS_CLOSED,
             format!(
-                "{} missing a field, each FAILED at once",
+                "{} missing a required field, each FAILED at once",
                 counted(unrenderable, "message")
             ),
-            first(&played, fails_closed, "messages that did not fail closed"),
+            first(
+                &played,
+                fails_closed,
+                "messages that did not fail closed, or failed for want of an optional field",
+            ),
         ),
     ];
     let explored = explore(
@@ -1176,11 +1234,19 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
     Dimension {
         name: "text beyond ASCII (é, ç, an emoji)",
-        reached: |b| any_comment(b, |c| !(c.title.is_ascii() && c.text.is_ascii())),
+        reached: |b| {
+            any_comment(b, |c| {
+                !(c.title.is_ascii() && c.text.as_deref().is_none_or(str::is_ascii))
+            })
+        },
     },
     Dimension {
-        name: "a comment with no author: a field missing",
-        reached: |b| any_comment(b, |c| c.author.is_none()),
+        name: "a comment with no author: an optional field missing",
+        reached: |b| any_comment(b, |c| c.author.is_none() && c.text.is_some()),
+    },
+    Dimension {
+        name: "a comment a moderator removed: a required field missing",
+        reached: |b| any_comment(b, |c| c.text.is_none()),
     },
     Dimension {
         name: "a person with no name",
@@ -1361,6 +1427,10 @@ impl Explorer for Generated {
                 let author = match &c.author {
                     Some(a) => format!("by {}", quoted(a)),
                     None => "by someone who left".to_string(),
+                };
+                let author = match c.text {
+                    Some(_) => author,
+                    None => format!("{author}, removed by a moderator"),
                 };
                 let size = c
                     .push_text()

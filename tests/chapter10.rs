@@ -31,7 +31,7 @@ cleo never gave her name; #3's comment is 4335 bytes of Japanese and emoji
   #  who   channel  row     what reached them
   1  ada   email    SENT    <p>Ben commented on <b>Picnic &lt;img src=x onerror=alert(1)&gt; (#1)</b>:</p>
   1  ada   push     SENT    Ben on Picnic <img src=x onerror=alert(1)> (#1): I'll bring the lemonade.
-  2  cleo  email    FAILED  render: undefined value: `name` is undefined (in comment.txt:1)
+  2  cleo  email    SENT    <p>Hello there,</p>
   2  cleo  push     SENT    Dev on Book club (#2): Chapter 3 for Thursday?
   3  finn  email    SENT    <p>Gia commented on <b>Tokyo trip (#3)</b>:</p>
   3  finn  push     SENT    Gia on Tokyo trip (#3): 写真、ありがとう！！楽しかったね… (4093 bytes)
@@ -49,7 +49,7 @@ fn run_shows_markup_a_placeholder_and_a_push_refused_as_too_large() {
 }
 
 #[test]
-fn run_after_the_fix_escapes_fails_the_nameless_email_and_cuts_the_push() {
+fn run_after_the_fix_escapes_greets_the_nameless_by_default_and_cuts_the_push() {
     let out = notify(&["run", "10", "--solution"]);
     assert_eq!(stdout(&out), SOLUTION_STORY);
 }
@@ -84,7 +84,7 @@ fn the_shipped_case_fails_every_rule_of_rendering() {
     );
     let closed = v[3]["details"].to_string();
     assert!(
-        closed.contains("no name, sent anyway: Hello {name},"),
+        closed.contains("#7 hugo (email): no comment (a moderator removed it), sent anyway"),
         "{closed}"
     );
 }
@@ -143,6 +143,14 @@ const WRONG_FIXES: &[(&str, &str)] = &[
         "title-escaped-only",
         "FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS",
     ),
+    (
+        "optional-fails-closed",
+        "PASS PASS FAIL FAIL FAIL PASS PASS PASS PASS PASS",
+    ),
+    (
+        "default-everywhere",
+        "PASS FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS",
+    ),
 ];
 
 #[test]
@@ -200,7 +208,9 @@ fn a_retried_render_error_is_rendered_four_times() {
     let (_, _, report) = check(&["--no-shrink", "--variant", "retries-render-errors"]);
     let details = report["verdicts"][3]["details"].to_string();
     assert!(
-        details.contains("#2 cleo (email): no name, rendered 4 times before it FAILED"),
+        details.contains(
+            "#7 hugo (email): no comment (a moderator removed it), rendered 4 times before it FAILED"
+        ),
         "{details}"
     );
 }

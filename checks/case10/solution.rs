@@ -3,10 +3,12 @@
 //! The messages are rendered by a template engine, minijinja, set up so
 //! that a mistake cannot reach anyone. A template whose name ends in
 //! `.html` escapes every value it prints, once: markup typed into a title
-//! is shown as text, never run. A variable the template needs and the
-//! context lacks is an error (`UndefinedBehavior::Strict`), not an empty
-//! string: the row is dead-lettered at once with the reason, because
-//! rendering the same data again gives the same error. A push is cut to the
+//! is shown as text, never run. A field may be required or optional. An
+//! optional one (the reader's name, the author) has a default, written in
+//! the template. A required one (the title, the comment) the context lacks
+//! is an error (`UndefinedBehavior::Strict`), not an empty string: the row
+//! is dead-lettered at once with the reason, because rendering the same
+//! data again gives the same error. A push is cut to the
 //! provider's 4096-byte limit on a character boundary, with an ellipsis.
 
 use std::collections::BTreeMap;
@@ -17,7 +19,8 @@ use lab::{Clock, Db, Providers, Result, SendError};
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Deserialize;
 
-/// The service's tables. A person may not have told us their name.
+/// The service's tables. A person may not have told us their name, an
+/// author may have left, and a moderator may have removed a comment.
 pub const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS people (
         id     TEXT PRIMARY KEY,
@@ -30,7 +33,7 @@ pub const SCHEMA: &str = "
         person TEXT NOT NULL REFERENCES people (id),
         title  TEXT NOT NULL,
         author TEXT,
-        text   TEXT NOT NULL
+        text   TEXT
     );
     CREATE TABLE IF NOT EXISTS outbox (
         id              INTEGER PRIMARY KEY,
@@ -49,16 +52,22 @@ pub const SCHEMA: &str = "
 
 /// The templates, by name. The name decides the escaping: minijinja escapes
 /// what a template named `*.html` prints, and nothing in the others.
+/// The reader's name and the author are optional: each has its default,
+/// said in the template. The title and the comment are required: without
+/// them there is no message, and rendering fails.
 const TEMPLATES: [(&str, &str); 3] = [
     (
         "comment.html",
-        "<p>Hello {{ name }},</p>\n<p>{{ author }} commented on <b>{{ title }}</b>:</p>\n<blockquote>{{ text }}</blockquote>",
+        "<p>Hello {{ name | default(\"there\") }},</p>\n<p>{{ author | default(\"A former member\") }} commented on <b>{{ title }}</b>:</p>\n<blockquote>{{ text }}</blockquote>",
     ),
     (
         "comment.txt",
-        "Hello {{ name }},\n\n{{ author }} commented on {{ title }}:\n\n{{ text }}",
+        "Hello {{ name | default(\"there\") }},\n\n{{ author | default(\"A former member\") }} commented on {{ title }}:\n\n{{ text }}",
     ),
-    ("comment.push.txt", "{{ author }} on {{ title }}: {{ text }}"),
+    (
+        "comment.push.txt",
+        "{{ author | default(\"A former member\") }} on {{ title }}: {{ text }}",
+    ),
 ];
 
 /// What ends a push cut to fit.
@@ -82,8 +91,9 @@ pub struct Notice {
     pub title: String,
     /// Who wrote the comment; `None` once they deleted their account.
     pub author: Option<String>,
-    /// The comment, as its author typed it.
-    pub text: String,
+    /// The comment, as its author typed it; `None` once a moderator removed
+    /// it.
+    pub text: Option<String>,
 }
 
 /// Stores the notification and queues its delivery on every channel, in
@@ -168,9 +178,10 @@ fn templates() -> Result<Environment<'static>> {
 }
 
 /// Renders the row's message from its notification. A field that is not
-/// known is left out of the context, so a template that prints it fails.
+/// known is left out of the context: a template that prints it without a
+/// default fails.
 fn render(db: &Db, templates: &Environment, row: &Claimed) -> Result<Message> {
-    let (name, title, author, text): (Option<String>, String, Option<String>, String) = db
+    let (name, title, author, text): (Option<String>, String, Option<String>, Option<String>) = db
         .query_row(
             "SELECT people.name, notifications.title, notifications.author, notifications.text
                FROM notifications JOIN people ON people.id = notifications.person
@@ -180,7 +191,9 @@ fn render(db: &Db, templates: &Environment, row: &Claimed) -> Result<Message> {
         )?;
     let mut context = BTreeMap::new();
     context.insert("title", title);
-    context.insert("text", text);
+    if let Some(text) = text {
+        context.insert("text", text);
+    }
     if let Some(name) = name {
         context.insert("name", name);
     }
