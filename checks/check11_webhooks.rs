@@ -74,6 +74,10 @@ enum Nature {
     Forged,
     /// Signed by the provider long ago, sent again by someone else.
     Replayed,
+    /// Signed with the provider's secret, its timestamp more than five
+    /// minutes ahead of the service's clock: the tolerance bounds both
+    /// sides, so it is refused as a replay is.
+    Ahead,
     /// A body or a signature header that cannot be read.
     Malformed,
 }
@@ -639,6 +643,37 @@ impl Batch {
                 rotation: Rotation::None,
             });
         }
+        // Half the batches (drawn from a stream of their own, so the rest
+        // is drawn as before) have a bounce for someone nothing bounced,
+        // signed with the provider's secret but stamped six to ten minutes
+        // ahead of the service's clock: out of the tolerance, on the side
+        // a check of the age alone never looks at.
+        let mut ahead = Rng::new(seed ^ 0x1111_f07e_0a0d);
+        if ahead.between(0, 1) == 0 && !innocent.is_empty() {
+            let to = (*ahead.pick(&innocent)).clone();
+            let message = messages
+                .iter()
+                .find(|m| m.to == to)
+                .map(|m| m.id.clone())
+                .unwrap_or_else(|| "msg_0".to_string());
+            let when = ahead.between(1, 9) as i64 * MINUTE + 50 * SECOND;
+            let e = event("evt_a1", "bounced", when, &message, &to);
+            let (body, looks) = body(&e, None, ahead.between(0, 2));
+            hooks.push(Hook {
+                label: "evt_a1".to_string(),
+                nature: Nature::Ahead,
+                event: Some(e),
+                looks,
+                body,
+                signing: Signing::Replayed {
+                    signed_at_ms: when + ahead.between(6, 10) as i64 * MINUTE,
+                },
+                at: when,
+                down: false,
+                lag_s: 0,
+                rotation: Rotation::None,
+            });
+        }
         for b in 0..rng.between(0, 2) {
             let to = rng.pick(&people).clone();
             let when = rng.between(1, 9) as i64 * MINUTE + 35 * SECOND;
@@ -1051,6 +1086,7 @@ fn run(case: &Case) -> Result<String> {
             Nature::Genuine | Nature::Malformed => "the provider",
             Nature::Forged => "not the secret",
             Nature::Replayed => "3 days ago",
+            Nature::Ahead => "minutes ahead",
         };
         out.push_str(&format!(
             "  {:<6}{:<8}{:<34}{:<16}{}\n",
@@ -1093,7 +1129,8 @@ fn run(case: &Case) -> Result<String> {
         .filter(|a| a.accepted())
         .filter(|a| {
             batch.hooks.iter().any(|h| {
-                h.label == a.event && matches!(h.nature, Nature::Forged | Nature::Replayed)
+                h.label == a.event
+                    && matches!(h.nature, Nature::Forged | Nature::Replayed | Nature::Ahead)
             })
         })
         .count();
@@ -1153,11 +1190,12 @@ fn forged(played: &Played) -> Vec<String> {
     for h in batch
         .hooks
         .iter()
-        .filter(|h| matches!(h.nature, Nature::Forged | Nature::Replayed))
+        .filter(|h| matches!(h.nature, Nature::Forged | Nature::Replayed | Nature::Ahead))
     {
         let Some(e) = &h.event else { continue };
         let how = match h.nature {
             Nature::Forged => "forged",
+            Nature::Ahead => "minutes-ahead",
             _ => "replayed",
         };
         if e.suppresses() && !warned.contains(&&e.to) {
@@ -1244,7 +1282,7 @@ fn ordered(played: &Played) -> Vec<String> {
         }
         // A status only a forged or replayed webhook gave is judged there.
         let made_up = batch.hooks.iter().any(|h| {
-            matches!(h.nature, Nature::Forged | Nature::Replayed)
+            matches!(h.nature, Nature::Forged | Nature::Replayed | Nature::Ahead)
                 && h.event
                     .as_ref()
                     .is_some_and(|e| e.message == m.id && e.kind == row.delivery)
@@ -1335,7 +1373,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         p.batch
             .hooks
             .iter()
-            .filter(|h| matches!(h.nature, Nature::Forged | Nature::Replayed))
+            .filter(|h| matches!(h.nature, Nature::Forged | Nature::Replayed | Nature::Ahead))
             .count()
     });
     let genuine = count(&|p| p.batch.genuine().len());
@@ -1455,6 +1493,10 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     Dimension {
         name: "a genuine webhook replayed days later",
         reached: |b| any_hook(b, |h| h.nature == Nature::Replayed),
+    },
+    Dimension {
+        name: "a webhook stamped more than five minutes ahead of the service's clock",
+        reached: |b| any_hook(b, |h| h.nature == Nature::Ahead),
     },
     Dimension {
         name: "a genuine webhook signed by a provider clock ahead of the service's",
@@ -1776,6 +1818,7 @@ impl Explorer for Generated {
                     Nature::Genuine => "",
                     Nature::Forged => "forged ",
                     Nature::Replayed => "replayed ",
+                    Nature::Ahead => "signed minutes ahead: ",
                     Nature::Malformed => "unreadable: ",
                 };
                 let down = if h.down { ", endpoint down" } else { "" };

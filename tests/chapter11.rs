@@ -169,7 +169,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
     ),
     (
         "window-on-event-time",
-        "PASS PASS FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS",
+        "PASS FAIL FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS",
     ),
     (
         "unreadable-header-500",
@@ -182,6 +182,10 @@ const WRONG_FIXES: &[(&str, &str)] = &[
     (
         "last-v1-only",
         "PASS PASS FAIL PASS PASS FAIL PASS PASS PASS PASS PASS",
+    ),
+    (
+        "age-only",
+        "PASS FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS PASS",
     ),
 ];
 
