@@ -392,7 +392,7 @@ impl Batch {
                 }
             })
             .collect();
-        let changes = effective(&people, changes);
+        let mut changes = effective(&people, changes);
         let mut restart_at = (rng.between(0, 2) == 0).then(|| rng.between(1, 600) as i64 * MINUTE);
         // Every other seed, one more person gets a notice, not an alert,
         // at the time of another one: their email fails three times (the
@@ -412,6 +412,19 @@ impl Batch {
             people.push(extra);
             let failures = (seed / 2 % 2) as i64;
             restart_at = Some(at + failures * WAKE_UP + rng.between(2, 4) as i64 * SECOND);
+            // Half of them (from a stream of their own) turn push off for
+            // that kind a few minutes later, once their phone's refusal
+            // made the push a dead letter: it stays one.
+            let mut later = Rng::new(seed ^ 0x0909_dead_1e77);
+            if later.between(0, 1) == 0 && kind != SECURITY {
+                changes.push(Change {
+                    person: names[people.len() - 1].to_string(),
+                    kind,
+                    channel: "push",
+                    enabled: false,
+                    at: at + later.between(2, 5) as i64 * MINUTE + 17 * SECOND,
+                });
+            }
         }
         let mut batch = Batch {
             seed: Some(seed),
@@ -478,7 +491,10 @@ impl Batch {
             .notices
             .iter()
             .any(|o| o.person == n.person && o.number != n.number && o.at <= n.at);
-        if n.critical() || !untouched || !first || !self.enabled(&n.person, n.kind, channel, n.at) {
+        // A security alert is drawn too: rule 6 says no opt-out withdraws
+        // it, and a fix that withdraws whatever waits must not take it.
+        if !untouched || !first || !(n.critical() || self.enabled(&n.person, n.kind, channel, n.at))
+        {
             return;
         }
         let failures = rng.between(1, 2) as u32;
@@ -505,6 +521,23 @@ impl Batch {
             enabled: false,
             at: off_at,
         });
+        // Half the time (from a stream of their own) someone else, in the
+        // same zone and with the same luck with their provider, has a
+        // message of the same kind waiting on the same channel: the
+        // opt-out withdraws this person's message, never theirs.
+        let mut next_door = Rng::new(seed ^ 0x0909_4e1b_0c0d);
+        let free = NAMES
+            .iter()
+            .find(|name| !self.people.iter().any(|p| p.name == **name));
+        if let (0, Some(name)) = (next_door.between(0, 1), free) {
+            let mut neighbour = self::person(name, self.person(&n.person).zone, &[]);
+            let mine = self.person(&n.person);
+            neighbour.email = mine.email;
+            neighbour.push = mine.push;
+            self.notices
+                .push(notice(self.notices.len() + 1, name, n.kind, n.at));
+            self.people.push(neighbour);
+        }
         // Half of these people (drawn from a stream of their own) turn it
         // back on before the message's next attempt: the opt-out still
         // wins, since an opt-in brings nothing back.
@@ -983,11 +1016,8 @@ fn opted_out(played: &Played) -> Vec<String> {
 fn withdrawn(played: &Played, n: &Notice, channel: &str) -> Option<String> {
     let batch = &played.batch;
     let tried = played.attempts(n, channel);
-    if tried
-        .iter()
-        .any(|a| matches!(a.1, Outcome::Delivered | Outcome::Rejected))
-        || !batch.forbidden(n, channel, i64::MAX)
-    {
+    let refused = tried.iter().any(|a| a.1 == Outcome::Rejected);
+    if tried.iter().any(|a| a.1 == Outcome::Delivered) || !batch.forbidden(n, channel, i64::MAX) {
         return None;
     }
     let recipient = batch.person(&n.person).recipient(channel);
@@ -997,6 +1027,11 @@ fn withdrawn(played: &Played, n: &Notice, channel: &str) -> Option<String> {
         .iter()
         .find(|q| q.channel == channel && q.recipient == recipient && q.body == text)?;
     let how = match (row.status.as_str(), &row.error) {
+        // Refused for good before the opt-out: a dead letter it stays.
+        (CANCELLED, _) if refused => {
+            "refused for good, then left CANCELLED: the dead letter and the provider's answer are gone".to_string()
+        }
+        _ if refused => return None,
         (CANCELLED, Some(_)) => return None,
         (CANCELLED, None) => "left CANCELLED with no reason kept".to_string(),
         ("FAILED", _) => "left a dead letter (FAILED): a withdrawn message is no failure, it ends CANCELLED with its reason".to_string(),
@@ -1262,6 +1297,21 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
                         n.person == c.person
                             && n.kind == c.kind
                             && !n.critical()
+                            && matches!(b.person(&n.person).script(c.channel), Script::Flaky(_))
+                            && (n.at + 1..n.at + 2 * MINUTE).contains(&c.at)
+                    })
+            })
+        },
+    },
+    Dimension {
+        name: "an opt-out of a security alert's channel while the alert waits to be retried: it still goes",
+        reached: |b| {
+            b.changes.iter().any(|c| {
+                !c.enabled
+                    && b.notices.iter().any(|n| {
+                        n.person == c.person
+                            && n.kind == c.kind
+                            && n.critical()
                             && matches!(b.person(&n.person).script(c.channel), Script::Flaky(_))
                             && (n.at + 1..n.at + 2 * MINUTE).contains(&c.at)
                     })

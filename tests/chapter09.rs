@@ -169,6 +169,10 @@ const WRONG_FIXES: &[(&str, &str)] = &[
         "withdrawn-as-failed",
         "FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
     ),
+    (
+        "alert-withdrawn-by-opt-out",
+        "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+    ),
 ];
 
 #[test]

@@ -200,12 +200,19 @@ fn describe(e: &Event) -> String {
 }
 
 /// The start of a long message and its size, so that a push of 4 KB takes
-/// a line or two of a timeline, not a screen.
+/// a line or two of a timeline, not a screen, and an email's lines one.
 fn brief(body: &str) -> String {
     const SHOWN: usize = 100;
-    match body.char_indices().nth(SHOWN) {
-        Some((at, _)) => format!("{}… ({} bytes)", &body[..at], body.len()),
-        None => body.to_string(),
+    // One line in the provider's lane: a body's line breaks become ↵.
+    let flat = body
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ↵ ");
+    match flat.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}… ({} bytes)", &flat[..at], body.len()),
+        None => flat,
     }
 }
 
@@ -264,6 +271,14 @@ mod tests {
     #[test]
     fn a_word_longer_than_a_line_is_cut_into_lines() {
         assert_eq!(wrap("aaaaaaaaaaaa bb", 10), ["aaaaaaaaaa", "aa bb"]);
+    }
+
+    #[test]
+    fn an_email_of_several_lines_takes_one_line_of_its_lane() {
+        assert_eq!(
+            brief("Hello Kai,\n\nRenée commented on Café:\n\nSee you!"),
+            "Hello Kai, ↵ Renée commented on Café: ↵ See you!"
+        );
     }
 
     #[test]
