@@ -121,6 +121,14 @@ struct Hook {
     rotation: Rotation,
 }
 
+/// The id of the first of `messages` to `to`, or of none (`msg_0`).
+fn first_to(messages: &[Message], to: &str) -> String {
+    messages
+        .iter()
+        .find(|m| m.to == to)
+        .map_or_else(|| "msg_0".to_string(), |m| m.id.clone())
+}
+
 impl Hook {
     fn delivery(&self) -> Delivery {
         Delivery {
@@ -579,11 +587,7 @@ impl Batch {
                 (e, when)
             } else {
                 let to = (*rng.pick(&innocent)).clone();
-                let message = messages
-                    .iter()
-                    .find(|m| m.to == to)
-                    .map(|m| m.id.clone())
-                    .unwrap_or_else(|| "msg_0".to_string());
+                let message = first_to(&messages, &to);
                 let kind = *rng.pick(&["bounced", "complained"]);
                 let occurred = rng.between(60, 300) as i64 * SECOND + 1;
                 let when = occurred + rng.between(5, 50) as i64 * SECOND;
@@ -651,11 +655,7 @@ impl Batch {
         let mut ahead = Rng::new(seed ^ 0x1111_f07e_0a0d);
         if ahead.between(0, 1) == 0 && !innocent.is_empty() {
             let to = (*ahead.pick(&innocent)).clone();
-            let message = messages
-                .iter()
-                .find(|m| m.to == to)
-                .map(|m| m.id.clone())
-                .unwrap_or_else(|| "msg_0".to_string());
+            let message = first_to(&messages, &to);
             let when = ahead.between(1, 9) as i64 * MINUTE + 50 * SECOND;
             let e = event("evt_a1", "bounced", when, &message, &to);
             let (body, looks) = body(&e, None, ahead.between(0, 2));
