@@ -224,6 +224,17 @@ pub struct Invariants {
     pub recorded: bool,
 }
 
+impl Invariants {
+    /// The property `settled` is judged as: with chapter 9's withdrawals or
+    /// without.
+    fn settled_rule(&self) -> Rule {
+        match self.withdraws {
+            true => Rule::SettledOrWithdrawn,
+            false => Rule::Settled,
+        }
+    }
+}
+
 /// A breaker per channel as chapter 7 states it, seen from the provider's
 /// side: it opens when, in the last `window` ms, at least `opens_after`
 /// sends were made and more than half of them failed, and then lets one
@@ -1070,11 +1081,7 @@ fn invariants(
             .collect();
         if !lines.is_empty() {
             found.push(Breach {
-                rule: if rules.withdraws {
-                    Rule::SettledOrWithdrawn
-                } else {
-                    Rule::Settled
-                },
+                rule: rules.settled_rule(),
                 lines,
             });
         }
@@ -2129,11 +2136,7 @@ pub fn rules_of<E: Explorer>(explorer: &E) -> Vec<Rule> {
         rules.push(Rule::ToldOnce);
     }
     if invariants.settled {
-        rules.push(if invariants.withdraws {
-            Rule::SettledOrWithdrawn
-        } else {
-            Rule::Settled
-        });
+        rules.push(invariants.settled_rule());
     }
     if !invariants.retry_gaps.is_empty() {
         rules.push(Rule::NotEarly);
