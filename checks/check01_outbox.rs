@@ -38,6 +38,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated(1), budget),
+    bands: |history| lab::picture::bands(&Generated(1), history),
 };
 
 const ROLLED_BACK: &str = "no email for an invite that rolled back";
@@ -652,6 +653,7 @@ fn crash(round: &mut Round) -> Option<Finding> {
         seed: batch.seed,
         timeline: played.history.events,
         focus: who,
+        story: Vec::new(),
     })
 }
 
@@ -693,5 +695,6 @@ fn failing(round: &mut Round) -> Option<Finding> {
         seed: batch.seed,
         timeline: played.history.events,
         focus: Some(who),
+        story: Vec::new(),
     })
 }

@@ -40,6 +40,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated(2), budget),
+    bands: |history| lab::picture::bands(&Generated(2), history),
 };
 
 const AS_IS: &str = "every new member gets exactly one email";
@@ -728,6 +729,7 @@ fn as_is(round: &mut Round) -> Option<Finding> {
         ),
         details,
         seed: round.batch.seed,
+        story: round.normal.history.events.clone(),
         ..Default::default()
     })
 }

@@ -46,6 +46,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&super::invite_world::Generated, budget),
+    bands: |history| lab::picture::bands(&super::invite_world::Generated, history),
 };
 
 const DELIVERED_ONCE: &str = "nobody gets the same email twice";
@@ -650,6 +651,7 @@ fn trouble_finding(round: &Round) -> Option<Finding> {
         scenario: format!("{}: {trouble}", round.race.describe()),
         details: round.played.relay_error().into_iter().collect(),
         seed: round.race.seed,
+        story: round.played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -661,6 +663,7 @@ fn twice(round: &Round) -> Option<Finding> {
         scenario: format!("{}:", round.race.describe()),
         details: twice_lines(tally, 3),
         seed: round.race.seed,
+        story: round.played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -692,6 +695,7 @@ fn unsent(round: &Round) -> Option<Finding> {
         ),
         details,
         seed: round.race.seed,
+        story: round.played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -723,6 +727,7 @@ fn repeated(round: &Round) -> Option<Finding> {
         scenario: format!("{}:", round.race.describe()),
         details,
         seed: round.race.seed,
+        story: round.played.history.events.clone(),
         ..Default::default()
     })
 }

@@ -37,6 +37,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&super::invite_world::Generated, budget),
+    bands: |history| lab::picture::bands(&super::invite_world::Generated, history),
 };
 
 const NO_FAILURE: &str = "no invite fails while the relay sends";
@@ -592,9 +593,10 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 }
 
 fn trouble_finding(batch: &Batch, played: &Played) -> Option<Finding> {
-    played
-        .trouble()
-        .map(|trouble| Finding::unfinished(format!("{}: {trouble}", batch.name()), batch.seed))
+    played.trouble().map(|trouble| Finding {
+        story: played.history.events.clone(),
+        ..Finding::unfinished(format!("{}: {trouble}", batch.name()), batch.seed)
+    })
 }
 
 /// The invites only meet the slow relay if it really sends the waiting
@@ -612,6 +614,7 @@ fn untested(batch: &Batch, played: &Played) -> Option<Finding> {
             batch.backlog.len()
         )],
         seed: batch.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -678,6 +681,7 @@ fn waits(batch: &Batch, played: &Played) -> Option<Counted> {
         } else {
             played.together()
         },
+        story: played.history.events.clone(),
         ..Default::default()
     };
     Some((slow.len(), finding))
@@ -742,6 +746,7 @@ fn exactly_one(batch: &Batch, played: &Played) -> Option<Finding> {
         ),
         details,
         seed: batch.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }

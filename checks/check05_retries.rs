@@ -43,6 +43,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
+    bands: |history| lab::picture::bands(&Generated, history),
 };
 
 const DELIVERED: &str = "a row that fails once or twice is still delivered";
@@ -674,6 +675,7 @@ fn delivered(played: &Played) -> Option<Finding> {
         } else {
             Vec::new()
         },
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -754,6 +756,7 @@ fn dead_row(played: &Played, p: &Person) -> Option<Finding> {
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -795,6 +798,7 @@ fn rejected(played: &Played) -> Option<Finding> {
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -861,6 +865,7 @@ fn early(played: &[Played]) -> Option<Finding> {
         scenario: format!("{}:", played.batch.name()),
         details,
         seed: played.batch.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }

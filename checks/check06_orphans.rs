@@ -69,6 +69,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
+    bands: |history| lab::picture::bands(&Generated, history),
 };
 
 const EVENTUALLY: &str =
@@ -1496,6 +1497,7 @@ fn poison_waited(played: &Played) -> Option<Finding> {
             ),
         ],
         seed: s.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -1527,6 +1529,7 @@ fn poison_error(played: &Played, left: &Row) -> Option<Finding> {
             "an operator reads the dead letter's error to know what to fix: here, the crash, not the provider.".to_string(),
         ],
         seed: s.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -1563,6 +1566,7 @@ fn refused_again(played: &Played, r: &Person) -> Option<Finding> {
         scenario: s.name(),
         details,
         seed: s.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -1625,6 +1629,7 @@ fn live(played: &Played) -> Option<Finding> {
             ),
         ],
         seed: played.scenario.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -1691,6 +1696,7 @@ fn live_batch(played: &Played) -> Option<Finding> {
             ),
         ],
         seed: played.scenario.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -1751,6 +1757,7 @@ fn late_finding(played: &Played) -> Option<Finding> {
         scenario: played.scenario.name(),
         details,
         seed: played.scenario.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -1806,6 +1813,7 @@ fn stray(played: &Played) -> Option<Finding> {
         scenario: s.name(),
         details,
         seed: s.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }
@@ -1924,6 +1932,7 @@ fn late_batch(played: &Played) -> Option<Finding> {
         scenario: s.name(),
         details,
         seed: s.seed,
+        story: played.history.events.clone(),
         ..Default::default()
     })
 }

@@ -47,6 +47,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
+    bands: |history| lab::picture::bands(&Generated, history),
 };
 
 const NOT_DEAD: &str = "no row is dead-lettered by the outage";
@@ -848,16 +849,20 @@ fn judge(
 ) -> Verdict {
     let mut evidence = None;
     let finding = scenarios.iter().find_map(|&(s, played)| {
-        if let Some(f) = trouble_finding(s, played) {
-            return Some(f);
-        }
-        match rule(s, played) {
-            Ok(e) => {
-                evidence.get_or_insert(e);
-                None
-            }
-            Err(f) => Some(*f),
-        }
+        let finding = match trouble_finding(s, played) {
+            Some(f) => f,
+            None => match rule(s, played) {
+                Ok(e) => {
+                    evidence.get_or_insert(e);
+                    return None;
+                }
+                Err(f) => *f,
+            },
+        };
+        Some(Finding {
+            story: played.history.events.clone(),
+            ..finding
+        })
     });
     report::judge(property, evidence.unwrap_or_default(), finding)
 }

@@ -36,6 +36,7 @@ use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_ledger, History, Queued};
+use lab::picture::{Band, Tone};
 use lab::report::{self, Finding, Verdict};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
@@ -57,7 +58,33 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
+    bands,
 };
+
+/// The picture's bands: chapter 7's and chapter 5's rules, and the 10
+/// minutes each push may wait before its person is emailed instead.
+fn bands(history: &History) -> Vec<Band> {
+    let mut bands = lab::picture::bands(&Generated, history);
+    let published = history
+        .events
+        .iter()
+        .filter(|e| e.kind == Kind::Call && e.text == "publish");
+    for e in published {
+        let who = e.subject.as_deref().unwrap_or_default();
+        bands.push(Band {
+            channel: Some("push".to_string()),
+            from_ms: e.at_ms,
+            to_ms: e.at_ms + WAIT_AT_MOST,
+            label: format!(
+                "{}: an important push waits at most {}",
+                who.split('@').next().unwrap_or(who),
+                span(WAIT_AT_MOST)
+            ),
+            tone: Tone::Deadline,
+        });
+    }
+    bands
+}
 
 const TOLD: &str = "every important notification reaches its person on some channel";
 const ONE_EACH: &str = "exactly one fallback email per dead-lettered important push";
@@ -972,6 +999,7 @@ fn judge(property: &str, scenarios: &[(&Scenario, &Played)], rule: Rule) -> Verd
                 scenario: format!("{}:", s.name),
                 details: vec![format!("{trouble}.")],
                 seed: s.seed,
+                story: played.history.events.clone(),
                 ..Default::default()
             });
         }
@@ -980,7 +1008,10 @@ fn judge(property: &str, scenarios: &[(&Scenario, &Played)], rule: Rule) -> Verd
                 evidence.get_or_insert(e);
                 None
             }
-            Err(f) => Some(*f),
+            Err(f) => Some(Finding {
+                story: played.history.events.clone(),
+                ..*f
+            }),
         }
     });
     report::judge(property, evidence.unwrap_or_default(), finding)

@@ -43,6 +43,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
+    bands: |history| lab::picture::bands(&Generated, history),
 };
 
 const OPTED_OUT: &str =
@@ -963,6 +964,7 @@ fn first(
         played,
         Played::trouble,
         |p| (p.batch.name(), p.batch.seed),
+        |p| &p.history.events,
         judge,
         what,
     )

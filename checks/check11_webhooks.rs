@@ -45,6 +45,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
+    bands: |history| lab::picture::bands(&Generated, history),
 };
 
 const SUPPRESSED: &str =
@@ -1349,6 +1350,7 @@ fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) 
         played,
         Played::trouble,
         |p| (p.batch.name(), p.batch.seed),
+        |p| &p.history.events,
         judge,
         what,
     )

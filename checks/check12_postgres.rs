@@ -36,6 +36,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: lab::chapter::no_coverage,
+    bands: lab::picture::no_bands,
 };
 
 /// FNV-1a of cases/case12_postgres.rs as shipped.

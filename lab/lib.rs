@@ -52,6 +52,7 @@ mod grade_side {
     pub mod fleet_runner;
     pub mod grades;
     pub mod history;
+    pub mod picture;
     pub mod progress;
     pub mod report;
     pub mod runner;
@@ -60,7 +61,7 @@ mod grade_side {
 }
 pub use grade_side::{
     catalogue, chapter, cli, compile, experiments, explore, fleet_runner, grades, history,
-    progress, report, runner, status, timeline,
+    picture, progress, report, runner, status, timeline,
 };
 
 pub use clock::Clock;

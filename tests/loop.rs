@@ -659,12 +659,21 @@ fn watch_checks_again_on_every_save_even_by_rename() {
 fn watch_manual_checks_again_on_enter_and_picks_the_first_chapter_to_do() {
     let _turn = building();
     let shop = copy();
-    let mut watch = Watch::start(&shop, &["watch", "--manual"]);
+    let page = shop.path("picture.html");
+    let mut watch = Watch::start(
+        &shop,
+        &["watch", "--manual", "--html", page.to_str().unwrap()],
+    );
     let header = watch.wait_for("the header", FIRST_BUILD, |l| l.starts_with("case "));
     assert!(header.starts_with("case 1: "), "{header}");
     assert!(header.contains(CASE), "{header}");
     let first = watch.verdict(FIRST_BUILD);
     assert!(first.starts_with("4 of 8"), "{first}");
+    // With --html, a failing check says where its picture is.
+    let said = format!("the picture: {}", page.display());
+    watch.wait_for("the picture's path", A_CHECK, |l| l.contains(&said));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("The reference, on the same scenario"), "{html}");
     let keys = watch.wait_for("the keys", A_CHECK, |l| {
         l.contains("press Enter to check again")
     });

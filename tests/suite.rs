@@ -30,6 +30,7 @@ mod cli;
 mod debugging;
 mod docs;
 mod learner;
+mod picture;
 #[path = "loop.rs"]
 mod learners_loop;
 mod registry;

@@ -5,6 +5,8 @@
 use anyhow::Result;
 
 use crate::explore::{Budget, Reached};
+use crate::history::History;
+use crate::picture::Band;
 use crate::report::Verdict;
 use crate::runner::Case;
 
@@ -31,6 +33,10 @@ pub struct Chapter {
     /// `notify check N --coverage`: how many generated worlds of a budget
     /// reach each situation the chapter's rules turn on.
     pub coverage: fn(Budget) -> Vec<Reached>,
+    /// `notify check N --html`: the stretches of simulated time the
+    /// chapter's rules speak about in a scenario's history (a backoff, an
+    /// open breaker), shaded in its picture.
+    pub bands: fn(&History) -> Vec<Band>,
 }
 
 /// For a chapter without generated worlds: no situations to count.

@@ -110,6 +110,11 @@ enum Command {
         /// test per property, a point each
         #[arg(long, value_name = "FILE")]
         gradescope: Option<std::path::PathBuf>,
+        /// Also write a page to FILE that draws each failing scenario on a
+        /// time axis, beside the reference's run of the same scenario
+        /// (one HTML file, nothing fetched from the network)
+        #[arg(long, value_name = "FILE", conflicts_with = "all")]
+        html: Option<std::path::PathBuf>,
         /// Show every line the case printed in a reported scenario, not
         /// only the last ones
         #[arg(long)]
@@ -120,7 +125,7 @@ enum Command {
         coverage: bool,
         /// Grade nothing: print the --variant's patch (or the --solution), or
         /// with neither, list the chapter's variants (for instructors)
-        #[arg(long, conflicts_with_all = ["all", "json", "seed", "junit", "gradescope"])]
+        #[arg(long, conflicts_with_all = ["all", "json", "seed", "junit", "gradescope", "html"])]
         show: bool,
     },
     /// Re-checks a case every time you save it (keys: h hint, r run, f full report, n next, q quit)
@@ -134,6 +139,10 @@ enum Command {
         /// Seconds one case process may run before it counts as hung
         #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
         timeout: f64,
+        /// After each check that fails, write a page to FILE that draws the
+        /// failing scenarios beside the reference's runs of them
+        #[arg(long, value_name = "FILE")]
+        html: Option<std::path::PathBuf>,
     },
     /// Lists the chapters and where you stand on each
     List,
@@ -319,6 +328,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             json_to,
             junit,
             gradescope,
+            html,
             show_output,
             coverage,
             show,
@@ -338,6 +348,7 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
                 json_to,
                 junit,
                 gradescope,
+                html,
                 show_output,
                 coverage,
             };
@@ -352,12 +363,14 @@ fn dispatch(command: Command, chapters: &[Chapter]) -> Result<i32> {
             chapter,
             manual,
             timeout,
+            html,
         } => {
             let chapter = match chapter {
                 Some(raw) => find_chapter(chapters, &raw)?,
                 None => watch::first_to_do(&root, chapters)?,
             };
-            watch::watch(&root, chapters, chapter, manual, timeout_of(timeout)?)
+            let timeout = timeout_of(timeout)?;
+            watch::watch(&root, chapters, chapter, manual, timeout, html)
         }
         Command::List => {
             list::list(&root, chapters);

@@ -2295,6 +2295,7 @@ fn report<E: Explorer>(
         details,
     );
     verdict.seed = Some(found.seed);
+    verdict.story = found.history.events.clone();
     if found.fault.is_some() {
         verdict.timeline = found.history.events.clone();
     }

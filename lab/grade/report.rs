@@ -34,6 +34,11 @@ pub struct Verdict {
     /// Whose events the timeline follows.
     #[serde(skip)]
     pub focus: Option<String>,
+    /// For a failure: every event of its scenario, for `--html`'s picture,
+    /// when the timeline does not hold them all (a failure the terminal
+    /// tells without a timeline).
+    #[serde(skip)]
+    pub story: Vec<Event>,
     /// For a property judged over generated scenarios: what they covered,
     /// e.g. "4 generated scenarios, under 18 crash points and 3 failing
     /// commits", for the line under a check that passes.
@@ -55,6 +60,8 @@ pub struct Finding {
     pub timeline: Vec<Event>,
     /// Whose events the timeline follows.
     pub focus: Option<String>,
+    /// Every event of the scenario, when `timeline` is empty or cut down.
+    pub story: Vec<Event>,
 }
 
 impl Finding {
@@ -79,6 +86,7 @@ pub fn first_found<P>(
     played: &[P],
     trouble: impl Fn(&P) -> Option<String>,
     named: impl Fn(&P) -> (String, Option<u64>),
+    story: impl Fn(&P) -> &[Event],
     judge: impl Fn(&P) -> Vec<String>,
     what: &str,
 ) -> (usize, Option<Finding>) {
@@ -89,10 +97,9 @@ pub fn first_found<P>(
     for p in played {
         if let Some(trouble) = trouble(p) {
             let (name, seed) = named(p);
-            return (
-                total,
-                Some(Finding::unfinished(format!("{name}: {trouble}"), seed)),
-            );
+            let mut finding = Finding::unfinished(format!("{name}: {trouble}"), seed);
+            finding.story = story(p).to_vec();
+            return (total, Some(finding));
         }
         let lines = judge(p);
         total += lines.len();
@@ -125,6 +132,7 @@ pub fn first_found<P>(
             scenario: format!("{name}:"),
             details,
             seed,
+            story: story(p).to_vec(),
             ..Default::default()
         }
     });
@@ -161,6 +169,7 @@ pub fn judge(property: &str, pass_evidence: String, finding: Option<Finding>) ->
     verdict.seed = f.seed;
     verdict.timeline = f.timeline;
     verdict.focus = f.focus;
+    verdict.story = f.story;
     verdict
 }
 
@@ -176,6 +185,7 @@ impl Verdict {
             seed: None,
             timeline: Vec::new(),
             focus: None,
+            story: Vec::new(),
             explored: None,
         }
     }

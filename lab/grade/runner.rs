@@ -41,6 +41,17 @@ pub struct Log {
     incidents: Vec<Incident>,
     /// Every process's output, in the order they ended, when kept.
     outputs: Option<Vec<Output>>,
+    /// Every scenario's plans and what its world saw, when kept (`check
+    /// --html`, which replays a failing scenario on the reference).
+    tape: Option<Vec<Taped>>,
+}
+
+/// One scenario as it was played: its plans, a group of processes started
+/// together at a time, and what its world saw after the last of them.
+#[derive(Clone, Debug)]
+pub struct Taped {
+    pub groups: Vec<Vec<Plan>>,
+    pub history: History,
 }
 
 /// A case process that did not end as a process of the lab should: it hung,
@@ -146,6 +157,64 @@ impl Case {
             .outputs
             .clone()
             .unwrap_or_default()
+    }
+
+    /// Keeps every scenario's plans and history from now on, so that a
+    /// failing one can be found again and replayed ([`Case::replay`]).
+    pub fn keep_tape(&self) {
+        crate::db::lock(&self.log).tape.get_or_insert_with(Vec::new);
+    }
+
+    /// The scenarios played since [`Case::keep_tape`].
+    pub fn tape(&self) -> Vec<Taped> {
+        crate::db::lock(&self.log).tape.clone().unwrap_or_default()
+    }
+
+    /// Plays `groups` (a scenario's plans, as [`Taped`] holds them) again
+    /// with this case, in a folder of its own, and returns what its world
+    /// saw: another version of the case, faced with the same scenario.
+    pub fn replay(&self, groups: &[Vec<Plan>]) -> Result<(History, Vec<Exit>)> {
+        let dir = scenario_dir()?;
+        let mut exits = Vec::new();
+        for group in groups {
+            let plans: Vec<Plan> = group
+                .iter()
+                .map(|plan| Plan {
+                    dir: dir.path().to_path_buf(),
+                    ..plan.clone()
+                })
+                .collect();
+            exits.extend(self.start_together(&plans)?);
+        }
+        Ok((History::read(dir.path())?, exits))
+    }
+
+    /// Adds a group of plans just played to the tape, when one is kept.
+    fn tape_group(&self, plans: &[Plan]) {
+        let Some(dir) = plans.first().map(|p| p.dir.clone()) else {
+            return;
+        };
+        if crate::db::lock(&self.log).tape.is_none() {
+            return;
+        }
+        let history = History::read(&dir).unwrap_or_default();
+        let mut log = crate::db::lock(&self.log);
+        let Some(tape) = log.tape.as_mut() else {
+            return;
+        };
+        // A folder is the scenario: the latest entry on it, unless a new
+        // scenario took the same path (its first process is process 1).
+        let fresh = plans.iter().any(|p| p.process <= 1);
+        match tape.iter_mut().rev().find(|t| t.groups[0][0].dir == dir) {
+            Some(taped) if !fresh => {
+                taped.groups.push(plans.to_vec());
+                taped.history = history;
+            }
+            _ => tape.push(Taped {
+                groups: vec![plans.to_vec()],
+                history,
+            }),
+        }
     }
 
     /// The incidents of the case's processes, the same order on every run.
@@ -266,6 +335,7 @@ impl Case {
         if told.is_some() {
             crate::status::waiting(None);
         }
+        self.tape_group(plans);
         Ok(exits.into_iter().flatten().collect())
     }
 

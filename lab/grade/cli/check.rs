@@ -39,6 +39,9 @@ pub(super) struct Options {
     pub junit: Option<std::path::PathBuf>,
     /// `--gradescope FILE`: the verdicts as Gradescope's results.json.
     pub gradescope: Option<std::path::PathBuf>,
+    /// `--html FILE`: each failing scenario drawn, beside the reference's
+    /// run of it.
+    pub html: Option<std::path::PathBuf>,
     /// Show every line the case printed in a reported scenario.
     pub show_output: bool,
     /// `--coverage`: count the worlds of the budget that reach each
@@ -115,6 +118,9 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         budget,
         reference,
     };
+    if options.html.is_some() {
+        case.keep_tape();
+    }
     crate::status::label(&format!("checking case {}", chapter.number));
     let checked = (chapter.check)(&case, &check_options)?;
     crate::status::clear();
@@ -148,6 +154,13 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
         show_output: options.show_output,
         coverage: options.coverage.then(|| (chapter.coverage)(budget)),
     };
+    if let Some(file) = &options.html {
+        crate::status::label("drawing the failing scenarios, and the reference's runs of them");
+        let page = crate::picture::render(chapter, &report, &case, check_options.reference.as_ref());
+        crate::status::clear();
+        std::fs::write(file, page)
+            .with_context(|| format!("could not write the page to {}", file.display()))?;
+    }
     // The verdict is for the bytes the binary was built from, which
     // `prepare` found equal to the file; a save made since is not it.
     if options.records_progress() {
@@ -249,6 +262,9 @@ pub(super) fn one(
                 print!("{}", report.render());
                 if options.records_progress() {
                     print!("{}", passed_line(chapters, chapter, &report));
+                }
+                if let Some(file) = &options.html {
+                    println!("the picture: {}", file.display());
                 }
                 if !report.passed && options.which.is_learners() {
                     println!("{}", stuck_line(chapter));

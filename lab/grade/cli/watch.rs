@@ -52,6 +52,7 @@ pub(super) fn watch(
     chapter: &Chapter,
     manual: bool,
     timeout: Duration,
+    html: Option<std::path::PathBuf>,
 ) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     let watcher = if manual {
@@ -78,6 +79,7 @@ pub(super) fn watch(
             json_to: None,
             junit: None,
             gradescope: None,
+            html,
             show_output: false,
             coverage: false,
         },
@@ -279,8 +281,12 @@ impl<'a> Session<'a> {
                 if report.folded() > 0 {
                     self.full_report = Some(report.render_for(columns));
                 }
+                let picture = match &self.options.html {
+                    Some(file) if !report.passed => format!("the picture: {}\n", file.display()),
+                    _ => String::new(),
+                };
                 format!(
-                    "{}{}{}",
+                    "{}{}{}{picture}",
                     report.warnings,
                     report.render_brief(columns),
                     check::passed_line(self.chapters, self.chapter, &report)
