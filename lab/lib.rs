@@ -60,8 +60,8 @@ mod grade_side {
     pub mod timeline;
 }
 pub use grade_side::{
-    catalogue, chapter, cli, compile, experiments, explore, fleet_runner, grades, history,
-    picture, progress, report, runner, status, timeline,
+    catalogue, chapter, cli, compile, experiments, explore, fleet_runner, grades, history, picture,
+    progress, report, runner, status, timeline,
 };
 
 pub use clock::Clock;

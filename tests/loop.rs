@@ -673,7 +673,10 @@ fn watch_manual_checks_again_on_enter_and_picks_the_first_chapter_to_do() {
     let said = format!("the picture: {}", page.display());
     watch.wait_for("the picture's path", A_CHECK, |l| l.contains(&said));
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("The reference, on the same scenario"), "{html}");
+    assert!(
+        html.contains("The reference, on the same scenario"),
+        "{html}"
+    );
     let keys = watch.wait_for("the keys", A_CHECK, |l| {
         l.contains("press Enter to check again")
     });

@@ -83,7 +83,10 @@ fn a_failing_scenario_is_drawn_beside_the_reference_s_run_of_it() {
     // Two failing properties, each a section with both runs drawn, and
     // the first send where they part marked on both.
     assert_eq!(html.matches("<section class=\"fail\">").count(), 2);
-    assert_eq!(html.matches("The reference, on the same scenario").count(), 2);
+    assert_eq!(
+        html.matches("The reference, on the same scenario").count(),
+        2
+    );
     assert_eq!(html.matches(">first difference</text>").count(), 4);
     // The chapter's own batch: jon's 429 retried after 6 s, where the
     // reference waits its Retry-After and sends eli's email first.
@@ -98,7 +101,10 @@ fn a_failing_scenario_is_drawn_beside_the_reference_s_run_of_it() {
     // The rules' time: the backoff after each failure, shaded.
     assert!(html.contains("class=\"band wait\""));
     // The properties that held, with what they were judged on.
-    assert_eq!(html.matches("<span class=\"mark ok\">PASS</span>").count(), 8);
+    assert_eq!(
+        html.matches("<span class=\"mark ok\">PASS</span>").count(),
+        8
+    );
     let (svgs, titles) = parsed_svgs(&html);
     // The legend, then the case's and the reference's run for each of the
     // two failures.
@@ -110,9 +116,9 @@ fn a_failing_scenario_is_drawn_beside_the_reference_s_run_of_it() {
         "{titles:?}"
     );
     assert!(
-        titles
-            .iter()
-            .any(|t| t.contains("dev: backoff 3, 5 min (a 429: its Retry-After may ask for longer)")),
+        titles.iter().any(
+            |t| t.contains("dev: backoff 3, 5 min (a 429: its Retry-After may ask for longer)")
+        ),
         "{titles:?}"
     );
 }
@@ -121,13 +127,7 @@ fn a_failing_scenario_is_drawn_beside_the_reference_s_run_of_it() {
 fn a_check_of_the_reference_draws_no_second_run() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("solution.html");
-    let out = notify(&[
-        "check",
-        "1",
-        "--solution",
-        "--html",
-        file.to_str().unwrap(),
-    ]);
+    let out = notify(&["check", "1", "--solution", "--html", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let html = std::fs::read_to_string(&file).unwrap();
     assert!(!html.contains("<section class=\"fail\">"));
@@ -230,7 +230,10 @@ print(len(seen))
 #[ignore = "needs Debian's chromium, which .ci/run installs"]
 fn the_pages_of_chapters_5_and_8_render_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
-    for (chapter, variant) in [("5", "ignores-retry-after"), ("8", "deadline-from-last-try")] {
+    for (chapter, variant) in [
+        ("5", "ignores-retry-after"),
+        ("8", "deadline-from-last-try"),
+    ] {
         let (file, _) = page(dir.path(), chapter, variant);
         let png = file.with_extension("png");
         let log = screenshot(&file, &png);
@@ -240,7 +243,10 @@ fn the_pages_of_chapters_5_and_8_render_in_a_real_browser() {
         // A blank page is one colour; a drawn one has lanes, bands, marks
         // and text in many.
         let seen = colours(&png);
-        assert!(seen > 40, "chapter {chapter}'s screenshot has {seen} colours");
+        assert!(
+            seen > 40,
+            "chapter {chapter}'s screenshot has {seen} colours"
+        );
         // Kept for a person to look at, when asked.
         if let Ok(keep) = std::env::var("NOTIFY_KEEP_SCREENSHOTS") {
             std::fs::create_dir_all(&keep).unwrap();

@@ -30,8 +30,8 @@ mod cli;
 mod debugging;
 mod docs;
 mod learner;
-mod picture;
 #[path = "loop.rs"]
 mod learners_loop;
+mod picture;
 mod registry;
 mod terminal;

@@ -182,9 +182,7 @@ pub fn render(
         } else {
             &v.story
         };
-        let found = (!events.is_empty())
-            .then(|| find(&tape, events))
-            .flatten();
+        let found = (!events.is_empty()).then(|| find(&tape, events)).flatten();
         let case_history = match found {
             Some(i) => Some(tape[i].history.clone()),
             None if !events.is_empty() => Some(History {
@@ -225,8 +223,11 @@ pub fn render(
 /// cut down to one person's story).
 fn find(tape: &[Taped], events: &[Event]) -> Option<usize> {
     let same = |a: &Event, b: &Event| {
-        (a.process, a.kind, &a.op, a.nth, &a.subject, &a.text, a.at_ms)
-            == (b.process, b.kind, &b.op, b.nth, &b.subject, &b.text, b.at_ms)
+        (
+            a.process, a.kind, &a.op, a.nth, &a.subject, &a.text, a.at_ms,
+        ) == (
+            b.process, b.kind, &b.op, b.nth, &b.subject, &b.text, b.at_ms,
+        )
     };
     let exact = tape.iter().position(|t| {
         t.history.events.len() == events.len()
@@ -243,6 +244,9 @@ fn find(tape: &[Taped], events: &[Event]) -> Option<usize> {
 /// The most events a picture draws: a scenario of hours of wake-ups is cut
 /// there, and says so.
 const MOST: usize = 400;
+/// How many events before the first difference a long run's picture
+/// starts.
+const LEAD: usize = 30;
 /// Room for each event along the axis, in pixels.
 const STEP: f64 = 14.0;
 const LANE: f64 = 40.0;
@@ -270,10 +274,10 @@ pub fn page(report: &CheckReport, scenes: &[Scene]) -> String {
         report.seconds
     );
     if let Some(stopped) = &report.stopped {
-        let _ = write!(
+        let _ = writeln!(
             out,
             "<section class=\"fail\"><h2><span class=\"mark\">STOP</span> {}</h2>\
-             <p>process {} was doing {} when it stopped. Every property waits on it.</p></section>\n",
+             <p>process {} was doing {} when it stopped. Every property waits on it.</p></section>",
             esc(&stopped.exit.describe()),
             stopped.process,
             esc(&stopped.doing)
@@ -442,7 +446,11 @@ enum Row {
 }
 
 fn channel_of(e: &Event) -> String {
-    e.text.split(" to ").next().unwrap_or("provider").to_string()
+    e.text
+        .split(" to ")
+        .next()
+        .unwrap_or("provider")
+        .to_string()
 }
 
 fn row_of(e: &Event) -> Row {
@@ -536,7 +544,10 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
         return "<p class=\"note\">Nothing happened in this run.</p>\n".to_string();
     }
     let timed = events.iter().any(|e| e.at_ms != events[0].at_ms);
-    let axis = Axis::new(&events);
+    // A long run is drawn from a little before its first difference, so
+    // that the page opens on it; the table still lists every event.
+    let from = differ.filter(|&d| d > LEAD + 10).map_or(0, |d| d - LEAD);
+    let axis = Axis::new(&events[from..]);
     // Lanes: each process, then each channel, in order.
     let mut rows: BTreeSet<Row> = events.iter().map(|e| row_of(e)).collect();
     for b in bands.iter() {
@@ -550,7 +561,11 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
         let mut seen: Vec<&str> = Vec::new();
         for e in events.iter().filter(|e| e.process == p) {
             if let Some(op) = e.op.as_deref() {
-                let op = if op == crate::serve::RUN { "schedule" } else { op };
+                let op = if op == crate::serve::RUN {
+                    "schedule"
+                } else {
+                    op
+                };
                 if !seen.contains(&op) {
                     seen.push(op);
                 }
@@ -568,10 +583,10 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
     let width = axis.x(end_t).max(axis.points.last().map_or(LEFT, |p| p.1)) + 3.0 * STEP;
     let height = TOP + LANE * rows.len() as f64 + 8.0;
     let mut svg = String::new();
-    let _ = write!(
+    let _ = writeln!(
         svg,
         "<div class=\"scroll\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
-         viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\">\n"
+         viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\">"
     );
     // Lanes, their names, then the bands over them.
     for (i, row) in rows.iter().enumerate() {
@@ -602,7 +617,10 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
     // words written on that lane; its tooltip always has them.
     let mut written: BTreeMap<i64, f64> = BTreeMap::new();
     for b in &bands {
-        let (x0, x1) = (axis.x(b.from_ms), axis.x(b.to_ms));
+        let (x0, x1) = (axis.x(b.from_ms).max(LEFT), axis.x(b.to_ms));
+        if x1 <= x0 {
+            continue;
+        }
         let lanes: Vec<f64> = match &b.channel {
             Some(c) => vec![lane_y(&Row::Channel(c.clone()))],
             None => rows
@@ -663,18 +681,18 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
     }
     // A crash cuts every process lane.
     let process_top = TOP;
-    let process_bottom = TOP
-        + LANE
-            * rows
-                .iter()
-                .filter(|r| matches!(r, Row::Process(_)))
-                .count() as f64;
+    let process_bottom =
+        TOP + LANE * rows.iter().filter(|r| matches!(r, Row::Process(_))).count() as f64;
     let sends: Vec<&Delivery> = history.deliveries.iter().collect();
     let paired = sends.len() == events.iter().filter(|e| e.kind == Kind::Send).count()
         && history.events.len() <= MOST;
     let mut send_no = 0;
     for (i, e) in events.iter().enumerate() {
-        let x = axis.points[i].1;
+        if i < from {
+            send_no += usize::from(e.kind == Kind::Send);
+            continue;
+        }
+        let x = axis.points[i - from].1;
         let y = lane_y(&row_of(e)) + 24.0;
         let delivery = (e.kind == Kind::Send)
             .then(|| {
@@ -720,16 +738,29 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
         svg.push('\n');
     }
     svg.push_str("</svg></div>\n");
-    if history.events.iter().filter(|e| e.kind != Kind::Return).count() > MOST {
+    if from > 0 {
+        let _ = writeln!(
+            svg,
+            "<p class=\"note\">Drawn from event {}, a little before the first difference; events 1 to {from} are in the table.</p>",
+            from + 1
+        );
+    }
+    if history
+        .events
+        .iter()
+        .filter(|e| e.kind != Kind::Return)
+        .count()
+        > MOST
+    {
         let _ = writeln!(
             svg,
             "<p class=\"note\">The first {MOST} events are drawn; the run had more.</p>"
         );
     }
     // The table: what each number was.
-    let _ = write!(
+    let _ = writeln!(
         svg,
-        "<details><summary>the {} events, one per line</summary><table><tr><th>#</th><th>time</th><th>lane</th><th>what</th><th>key</th></tr>\n",
+        "<details><summary>the {} events, one per line</summary><table><tr><th>#</th><th>time</th><th>lane</th><th>what</th><th>key</th></tr>",
         events.len()
     );
     let mut send_no = 0;
@@ -748,7 +779,11 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
             .and_then(|d| d.key.as_deref())
             .map(esc)
             .unwrap_or_default();
-        let mark = if differ == Some(i) { " class=\"differ\"" } else { "" };
+        let mark = if differ == Some(i) {
+            " class=\"differ\""
+        } else {
+            ""
+        };
         let _ = writeln!(
             svg,
             "<tr{mark}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{key}</code></td></tr>",

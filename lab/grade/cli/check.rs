@@ -156,7 +156,8 @@ pub(super) fn grade(root: &Path, chapter: &Chapter, options: &Options) -> Result
     };
     if let Some(file) = &options.html {
         crate::status::label("drawing the failing scenarios, and the reference's runs of them");
-        let page = crate::picture::render(chapter, &report, &case, check_options.reference.as_ref());
+        let page =
+            crate::picture::render(chapter, &report, &case, check_options.reference.as_ref());
         crate::status::clear();
         std::fs::write(file, page)
             .with_context(|| format!("could not write the page to {}", file.display()))?;
