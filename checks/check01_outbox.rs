@@ -38,7 +38,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated(1), budget),
-    bands: |history| lab::picture::bands(&Generated(1), history),
+    bands: |history, _| lab::picture::bands(&Generated(1), history),
 };
 
 const ROLLED_BACK: &str = "no email for an invite that rolled back";

@@ -46,7 +46,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&super::invite_world::Generated, budget),
-    bands: |history| lab::picture::bands(&super::invite_world::Generated, history),
+    bands: |history, _| lab::picture::bands(&super::invite_world::Generated, history),
 };
 
 const DELIVERED_ONCE: &str = "nobody gets the same email twice";

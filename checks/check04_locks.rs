@@ -37,7 +37,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&super::invite_world::Generated, budget),
-    bands: |history| lab::picture::bands(&super::invite_world::Generated, history),
+    bands: |history, _| lab::picture::bands(&super::invite_world::Generated, history),
 };
 
 const NO_FAILURE: &str = "no invite fails while the relay sends";

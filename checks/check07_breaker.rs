@@ -47,7 +47,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
-    bands: |history| lab::picture::bands(&Generated, history),
+    bands: |history, _| lab::picture::bands(&Generated, history),
 };
 
 const NOT_DEAD: &str = "no row is dead-lettered by the outage";

@@ -63,7 +63,7 @@ pub const CHAPTER: Chapter = Chapter {
 
 /// The picture's bands: chapter 7's and chapter 5's rules, and the 10
 /// minutes each push may wait before its person is emailed instead.
-fn bands(history: &History) -> Vec<Band> {
+fn bands(history: &History, _plans: &[Vec<Plan>]) -> Vec<Band> {
     let mut bands = lab::picture::bands(&Generated, history);
     let published = history
         .events

@@ -24,6 +24,7 @@ use lab::explore::{
     explore, Dimension, Explorer, Fate, FaultModel, Invariants, Observation, Row, Run,
 };
 use lab::history::{read_ledger, read_outbox, History, Queued, CANCELLED};
+use lab::picture::{Band, Tone};
 use lab::report::{counted, first_found, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{first_trouble, in_parallel, scenario_dir, Case, Exit};
@@ -43,7 +44,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
-    bands: |history| lab::picture::bands(&Generated, history),
+    bands,
 };
 
 const OPTED_OUT: &str =
@@ -788,6 +789,54 @@ fn local(night: Night, zone: &str, ms: i64) -> jiff::ZonedDateTime {
     instant(night.starts_at, ms)
         .and_then(|t| Ok(t.in_tz(zone)?))
         .expect("the chapter's zones are in the bundled database")
+}
+
+/// The picture's bands: chapter 5's backoffs, and each person's quiet
+/// hours on their own clock, read from the people the scenario's first
+/// plan sets up (the fixture [`Batch::plans`] writes).
+fn bands(history: &History, plans: &[Vec<Plan>]) -> Vec<Band> {
+    let mut bands = lab::picture::bands(&Generated, history);
+    let Some(first) = plans.first().and_then(|group| group.first()) else {
+        return bands;
+    };
+    let starts_at = first.starts_at.unwrap_or(lab::clock::DEFAULT_START);
+    let end = history.events.iter().map(|e| e.at_ms).max().unwrap_or(0);
+    const PEOPLE: &str = "INSERT INTO people (id, email, device, time_zone) VALUES ('";
+    for line in &first.fixture {
+        let Some(values) = line.strip_prefix(PEOPLE) else {
+            continue;
+        };
+        let fields: Vec<&str> = values.trim_end_matches("')").split("', '").collect();
+        let [name, _, _, zone] = fields[..] else {
+            continue;
+        };
+        let Ok(start) = instant(starts_at, 0).and_then(|t| Ok(t.in_tz(zone)?)) else {
+            continue;
+        };
+        let mut day = start.date().yesterday().unwrap_or(start.date());
+        while let (Ok(evening), Ok(morning)) = (
+            day.at(22, 0, 0, 0).in_tz(zone),
+            day.tomorrow().and_then(|d| d.at(8, 0, 0, 0).in_tz(zone)),
+        ) {
+            let from = evening.timestamp().as_millisecond() - starts_at;
+            let to = morning.timestamp().as_millisecond() - starts_at;
+            if from > end {
+                break;
+            }
+            if to > 0 {
+                bands.push(Band {
+                    channel: Some("push".to_string()),
+                    from_ms: from.max(0),
+                    to_ms: to.min(end),
+                    label: format!("{name}: quiet hours, 22:00 to 08:00 in {zone}"),
+                    tone: Tone::Quiet,
+                });
+            }
+            let Ok(next) = day.tomorrow() else { break };
+            day = next;
+        }
+    }
+    bands
 }
 
 fn in_quiet_hours(local: &jiff::ZonedDateTime) -> bool {

@@ -45,7 +45,7 @@ pub const CHAPTER: Chapter = Chapter {
     run,
     check,
     coverage: |budget| lab::explore::coverage(&Generated, budget),
-    bands: |history| lab::picture::bands(&Generated, history),
+    bands: |history, _| lab::picture::bands(&Generated, history),
 };
 
 const SUPPRESSED: &str =

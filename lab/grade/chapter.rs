@@ -9,6 +9,7 @@ use crate::history::History;
 use crate::picture::Band;
 use crate::report::Verdict;
 use crate::runner::Case;
+use crate::scenario::Plan;
 
 /// One chapter of the workshop.
 pub struct Chapter {
@@ -35,8 +36,10 @@ pub struct Chapter {
     pub coverage: fn(Budget) -> Vec<Reached>,
     /// `notify check N --html`: the stretches of simulated time the
     /// chapter's rules speak about in a scenario's history (a backoff, an
-    /// open breaker), shaded in its picture.
-    pub bands: fn(&History) -> Vec<Band>,
+    /// open breaker, a person's night), shaded in its picture. The plans
+    /// the scenario was played from, when known, say what the history
+    /// does not (a person's time zone).
+    pub bands: fn(&History, &[Vec<Plan>]) -> Vec<Band>,
 }
 
 /// For a chapter without generated worlds: no situations to count.

@@ -16,6 +16,7 @@ use crate::explore::{hms, span, Explorer};
 use crate::history::History;
 use crate::report::{CheckReport, Verdict};
 use crate::runner::{Case, Taped};
+use crate::scenario::Plan;
 use crate::world::{Delivery, Event, Kind, Outcome};
 
 /// A stretch of simulated time a rule speaks about, on one lane.
@@ -41,10 +42,12 @@ pub enum Tone {
     Sweep,
     /// The longest a message may wait before another channel must carry it.
     Deadline,
+    /// A person's night, when pushes wait for the morning.
+    Quiet,
 }
 
 /// For a chapter whose rules say nothing about time.
-pub fn no_bands(_history: &History) -> Vec<Band> {
+pub fn no_bands(_history: &History, _plans: &[Vec<Plan>]) -> Vec<Band> {
     Vec::new()
 }
 
@@ -160,7 +163,10 @@ pub struct Scene<'a> {
     pub case: Option<History>,
     /// The reference's run, or why there is none.
     pub reference: Result<History, String>,
-    pub bands: fn(&History) -> Vec<Band>,
+    /// The plans both runs were played from (none when the scenario was
+    /// not found on the tape).
+    pub plans: Vec<Vec<Plan>>,
+    pub bands: fn(&History, &[Vec<Plan>]) -> Vec<Band>,
 }
 
 /// The page for a check of `case`, whose processes were taped
@@ -212,6 +218,7 @@ pub fn render(
             verdict: v,
             case: case_history,
             reference: reference_history,
+            plans: found.map(|i| tape[i].groups.clone()).unwrap_or_default(),
             bands: chapter.bands,
         });
     }
@@ -347,7 +354,7 @@ fn section(report: &CheckReport, scene: &Scene) -> String {
         .as_ref()
         .ok()
         .map(|r| first_difference(case, r));
-    let bands = (scene.bands)(case);
+    let bands = (scene.bands)(case, &scene.plans);
     if let Some(d) = &differ {
         let _ = writeln!(out, "<p class=\"differ\">{}</p>", esc(&d.said));
     }
@@ -357,7 +364,7 @@ fn section(report: &CheckReport, scene: &Scene) -> String {
     match &scene.reference {
         Ok(r) => out.push_str(&figure(
             r,
-            &(scene.bands)(r),
+            &(scene.bands)(r, &scene.plans),
             differ.as_ref().map(|d| d.reference),
         )),
         Err(why) => {
@@ -580,7 +587,11 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
         .chain(events.iter().map(|e| e.at_ms))
         .max()
         .unwrap_or(0);
-    let width = axis.x(end_t).max(axis.points.last().map_or(LEFT, |p| p.1)) + 3.0 * STEP;
+    // Room after the last mark for the words of a difference drawn there.
+    let width = axis.x(end_t).max(axis.points.last().map_or(LEFT, |p| p.1)) + 100.0;
+    // One way of writing times in a picture: h:mm:ss once it runs past
+    // the hour.
+    let stamp = |t: i64| if end_t >= 3_600_000 { hms(t) } else { clock(t) };
     let height = TOP + LANE * rows.len() as f64 + 8.0;
     let mut svg = String::new();
     let _ = writeln!(
@@ -634,6 +645,7 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
             Tone::Open => "band open",
             Tone::Sweep => "band sweep",
             Tone::Deadline => "band deadline",
+            Tone::Quiet => "band quiet",
         };
         for y in lanes {
             let _ = write!(
@@ -667,7 +679,7 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
                 let _ = write!(
                     svg,
                     "<text class=\"tick\" x=\"{x:.1}\" y=\"14\">{}</text><line class=\"tickline\" x1=\"{x:.1}\" y1=\"18\" x2=\"{x:.1}\" y2=\"{TOP:.0}\"/>",
-                    clock(t)
+                    stamp(t)
                 );
                 last_label = x;
             }
@@ -704,7 +716,7 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
             "#{} {}{}",
             i + 1,
             if timed {
-                format!("{} ", clock(e.at_ms))
+                format!("{} ", stamp(e.at_ms))
             } else {
                 String::new()
             },
@@ -788,7 +800,7 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
             svg,
             "<tr{mark}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{key}</code></td></tr>",
             i + 1,
-            if timed { clock(e.at_ms) } else { String::new() },
+            if timed { stamp(e.at_ms) } else { String::new() },
             esc(&lane),
             esc(&what(e, delivery))
         );
@@ -947,7 +959,8 @@ const LEGEND: &str = "<div class=\"legend\"><svg width=\"800\" height=\"26\" rol
 <path class=\"error\" d=\"M730 8 l5 5 l-5 5 l-5 -5 z\"/><text x=\"740\" y=\"17\">error</text>\
 </svg><p>Numbers are the order of events; the table under a picture says what each was. Shaded: <span class=\"sw wait\"></span> a wait the rules ask for \
 <span class=\"sw open\"></span> an open breaker <span class=\"sw sweep\"></span> the sweep's threshold \
-<span class=\"sw deadline\"></span> a deadline for another channel. Hover a mark or a band for its words.</p></div>\n";
+<span class=\"sw deadline\"></span> a deadline for another channel \
+<span class=\"sw quiet\"></span> quiet hours. Hover a mark or a band for its words.</p></div>\n";
 
 const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1a1a1a;background:#fff}\
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:0 0 6px}h3{font-size:14px;margin:14px 0 4px;color:#444}\
@@ -962,7 +975,7 @@ tr.differ td{background:#fde7e9}.legend{font-size:12px;color:#444}.legend p{marg
 rect.lane{fill:#fafafa;stroke:#e2e2e2}rect.lane.provider{fill:#f3f6fb}\
 .lanename{font-size:12px;font-weight:600;fill:#333}.ops{font-size:10px;fill:#777}\
 .band,.sw{opacity:.55}.band.wait,.sw.wait{fill:#90caf9;background:#90caf9}.band.open,.sw.open{fill:#ffab91;background:#ffab91}\
-.band.sweep,.sw.sweep{fill:#d7ccc8;background:#d7ccc8}.band.deadline,.sw.deadline{fill:#fff59d;background:#fff59d}.bandname{font-size:9px;fill:#37474f}\
+.band.sweep,.sw.sweep{fill:#d7ccc8;background:#d7ccc8}.band.deadline,.sw.deadline{fill:#fff59d;background:#fff59d}.band.quiet,.sw.quiet{fill:#9fa8da;background:#9fa8da}.bandname{font-size:9px;fill:#37474f}\
 .tick{font-size:10px;fill:#555;text-anchor:middle}.tickline{stroke:#ccc}.num{font-size:8px;fill:#666;text-anchor:middle}\
 .send{stroke:#333;stroke-width:.6}.delivered{fill:#2e7d32}.failed{fill:#ef6c00}.limited{fill:#8e24aa}.refused{fill:#c62828}.repeat{fill:#9e9e9e}\
 .commit{fill:#1565c0}.commitfailed{fill:#fff;stroke:#c62828;stroke-width:1.5}.cross{stroke:#c62828;stroke-width:2.5;fill:none}\
