@@ -91,11 +91,11 @@ fn a_failing_scenario_is_drawn_beside_the_reference_s_run_of_it() {
     // The chapter's own batch: jon's 429 retried after 6 s, where the
     // reference waits its Retry-After and sends eli's email first.
     assert!(
-        html.contains("First difference, at send 12: your case&#39;s was “email to jon@example.com: provider failed at 0:00:06”"),
+        html.contains("First difference, at send 12: your case&apos;s was “email to jon@example.com: provider failed at 0:00:06”"),
         "{html}"
     );
     assert!(
-        html.contains("First difference, at send 2: your case&#39;s was “email to dev@example.com: provider failed at 0:00:14”, the reference&#39;s “email to dev@example.com: provider failed at 0:01:08”."),
+        html.contains("First difference, at send 2: your case&apos;s was “email to dev@example.com: provider failed at 0:00:14”, the reference&apos;s “email to dev@example.com: provider failed at 0:01:08”."),
         "{html}"
     );
     // The rules' time: the backoff after each failure, shaded.

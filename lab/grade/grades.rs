@@ -123,8 +123,9 @@ fn xml(text: &str) -> String {
     body(text).replace('\n', "&#10;")
 }
 
-/// `text` safe inside an XML element, its lines kept as they are.
-fn body(text: &str) -> String {
+/// `text` safe inside an XML element (and HTML's text and attributes), its
+/// lines kept as they are.
+pub(crate) fn body(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

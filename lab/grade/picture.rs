@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use crate::chapter::Chapter;
 use crate::explore::{hms, span, Explorer};
+use crate::grades::body as esc;
 use crate::history::History;
 use crate::report::{CheckReport, Verdict};
 use crate::runner::{Case, Taped};
@@ -824,16 +825,7 @@ fn what(e: &Event, delivery: Option<&Delivery>) -> String {
         Kind::Error => format!("error: {text}"),
         Kind::Timeout => format!("no answer: {text}"),
         Kind::Send => {
-            let answer = match delivery {
-                Some(d) if d.limited => "429: slow down",
-                Some(d) => match d.outcome {
-                    Outcome::Delivered => "delivered",
-                    Outcome::Deduplicated => "a repeat key: nothing sent",
-                    Outcome::Failed => "failed (5xx)",
-                    Outcome::Rejected => "refused for good (4xx)",
-                },
-                None => "",
-            };
+            let answer = delivery.map_or("", |d| answer(d).1);
             let begun = match delivery {
                 Some(d) if d.began_ms != d.at_ms => format!(", begun at {}", clock(d.began_ms)),
                 _ => String::new(),
@@ -848,18 +840,23 @@ fn what(e: &Event, delivery: Option<&Delivery>) -> String {
     }
 }
 
+/// A send's answer: the class its mark is drawn in, and its words.
+fn answer(d: &Delivery) -> (&'static str, &'static str) {
+    match d.outcome {
+        Outcome::Failed if d.limited => ("limited", "429: slow down"),
+        Outcome::Delivered => ("delivered", "delivered"),
+        Outcome::Deduplicated => ("repeat", "a repeat key: nothing sent"),
+        Outcome::Failed => ("failed", "failed (5xx)"),
+        Outcome::Rejected => ("refused", "refused for good (4xx)"),
+    }
+}
+
 /// The mark of one event on its lane, centred on `x`, `y`.
 fn glyph(e: &Event, delivery: Option<&Delivery>, x: f64, y: f64) -> String {
     match e.kind {
         Kind::Send => {
             let class = match delivery {
-                Some(d) if d.limited => "limited",
-                Some(d) => match d.outcome {
-                    Outcome::Delivered => "delivered",
-                    Outcome::Deduplicated => "repeat",
-                    Outcome::Failed => "failed",
-                    Outcome::Rejected => "refused",
-                },
+                Some(d) => answer(d).0,
                 None if e.text.contains("provider failed") => "failed",
                 None if e.text.contains("rejected") => "refused",
                 None if e.text.contains("repeat of key") => "repeat",
@@ -928,22 +925,6 @@ fn clip(text: &str, most: usize) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
     }
-}
-
-/// `text` safe in HTML text and attributes.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const LEGEND: &str = "<div class=\"legend\"><svg width=\"800\" height=\"26\" role=\"img\">\
