@@ -839,6 +839,21 @@ fn bands(history: &History, plans: &[Vec<Plan>]) -> Vec<Band> {
     bands
 }
 
+/// Whether a batch turns a channel off while a message of that kind, a
+/// `critical` one or not, waits on that channel to be retried.
+fn opted_out_while_retried(b: &Batch, critical: bool) -> bool {
+    b.changes.iter().any(|c| {
+        !c.enabled
+            && b.notices.iter().any(|n| {
+                n.person == c.person
+                    && n.kind == c.kind
+                    && n.critical() == critical
+                    && matches!(b.person(&n.person).script(c.channel), Script::Flaky(_))
+                    && (n.at + 1..n.at + 2 * MINUTE).contains(&c.at)
+            })
+    })
+}
+
 fn in_quiet_hours(local: &jiff::ZonedDateTime) -> bool {
     local.hour() >= 22 || local.hour() < 8
 }
@@ -1341,33 +1356,11 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
     Dimension {
         name: "an opt-out made while a message of that kind waits on that channel to be retried",
-        reached: |b| {
-            b.changes.iter().any(|c| {
-                !c.enabled
-                    && b.notices.iter().any(|n| {
-                        n.person == c.person
-                            && n.kind == c.kind
-                            && !n.critical()
-                            && matches!(b.person(&n.person).script(c.channel), Script::Flaky(_))
-                            && (n.at + 1..n.at + 2 * MINUTE).contains(&c.at)
-                    })
-            })
-        },
+        reached: |b| opted_out_while_retried(b, false),
     },
     Dimension {
         name: "an opt-out of a security alert's channel while the alert waits to be retried: it still goes",
-        reached: |b| {
-            b.changes.iter().any(|c| {
-                !c.enabled
-                    && b.notices.iter().any(|n| {
-                        n.person == c.person
-                            && n.kind == c.kind
-                            && n.critical()
-                            && matches!(b.person(&n.person).script(c.channel), Script::Flaky(_))
-                            && (n.at + 1..n.at + 2 * MINUTE).contains(&c.at)
-                    })
-            })
-        },
+        reached: |b| opted_out_while_retried(b, true),
     },
     Dimension {
         name: "an opt-out made while a push waits for the morning",
