@@ -696,23 +696,11 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
     let process_top = TOP;
     let process_bottom =
         TOP + LANE * rows.iter().filter(|r| matches!(r, Row::Process(_))).count() as f64;
-    let sends: Vec<&Delivery> = history.deliveries.iter().collect();
-    let paired = sends.len() == events.iter().filter(|e| e.kind == Kind::Send).count()
-        && history.events.len() <= MOST;
-    let mut send_no = 0;
-    for (i, e) in events.iter().enumerate() {
-        if i < from {
-            send_no += usize::from(e.kind == Kind::Send);
-            continue;
-        }
+    let deliveries = paired(&events, &history.deliveries);
+    for (i, e) in events.iter().enumerate().skip(from) {
         let x = axis.points[i - from].1;
         let y = lane_y(&row_of(e)) + 24.0;
-        let delivery = (e.kind == Kind::Send)
-            .then(|| {
-                send_no += 1;
-                paired.then(|| sends[send_no - 1])
-            })
-            .flatten();
+        let delivery = deliveries[i];
         let tip = format!(
             "#{} {}{}",
             i + 1,
@@ -776,14 +764,8 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
         "<details><summary>the {} events, one per line</summary><table><tr><th>#</th><th>time</th><th>lane</th><th>what</th><th>key</th></tr>",
         events.len()
     );
-    let mut send_no = 0;
     for (i, e) in events.iter().enumerate() {
-        let delivery = (e.kind == Kind::Send)
-            .then(|| {
-                send_no += 1;
-                paired.then(|| sends[send_no - 1])
-            })
-            .flatten();
+        let delivery = deliveries[i];
         let lane = match row_of(e) {
             Row::Process(p) => format!("process {p}"),
             Row::Channel(c) => format!("{c} provider"),
@@ -808,6 +790,30 @@ fn figure(history: &History, bands: &[Band], differ: Option<usize>) -> String {
     }
     svg.push_str("</table></details>\n");
     svg
+}
+
+/// Each event's delivery, for a send: the first not yet taken that the
+/// same process made to the same recipient. Processes that send at once
+/// record their deliveries and their events in separate transactions, so
+/// the two lists need not be in the same order.
+fn paired<'a>(events: &[&Event], deliveries: &'a [Delivery]) -> Vec<Option<&'a Delivery>> {
+    let mut taken = vec![false; deliveries.len()];
+    events
+        .iter()
+        .map(|e| {
+            if e.kind != Kind::Send {
+                return None;
+            }
+            let k = deliveries.iter().enumerate().position(|(k, d)| {
+                !taken[k]
+                    && d.process == e.process
+                    && Some(d.recipient.as_str()) == e.subject.as_deref()
+                    && e.text.starts_with(&format!("{} to ", d.channel))
+            })?;
+            taken[k] = true;
+            Some(&deliveries[k])
+        })
+        .collect()
 }
 
 /// An event in words, with its send's answer.
