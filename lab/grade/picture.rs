@@ -18,6 +18,7 @@ use crate::history::History;
 use crate::report::{CheckReport, Verdict};
 use crate::runner::{Case, Taped};
 use crate::scenario::Plan;
+use crate::timeline::{short, when as clock};
 use crate::world::{Delivery, Event, Kind, Outcome};
 
 /// A stretch of simulated time a rule speaks about, on one lane.
@@ -210,7 +211,6 @@ pub fn render(
                 .or_insert_with(|| {
                     reference
                         .replay(&tape[i].groups)
-                        .map(|(history, _)| history)
                         .map_err(|e| format!("The reference could not replay the scenario: {e:#}"))
                 })
                 .clone(),
@@ -904,20 +904,6 @@ fn glyph(e: &Event, delivery: Option<&Delivery>, x: f64, y: f64) -> String {
             format!("<circle class=\"call\" cx=\"{x:.1}\" cy=\"{y:.0}\" r=\"3\"/>")
         }
     }
-}
-
-/// A simulated time as the axis shows it: `m:ss`, or `h:mm:ss` from the
-/// first hour on.
-fn clock(ms: i64) -> String {
-    let s = ms.div_euclid(1000);
-    match s / 3600 {
-        0 => format!("{}:{:02}", s / 60, s % 60),
-        _ => hms(ms),
-    }
-}
-
-fn short(address: &str) -> &str {
-    address.split('@').next().unwrap_or(address)
 }
 
 /// The first 90 characters of a send's text, on one line.

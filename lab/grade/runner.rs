@@ -173,9 +173,8 @@ impl Case {
     /// Plays `groups` (a scenario's plans, as [`Taped`] holds them) again
     /// with this case, in a folder of its own, and returns what its world
     /// saw: another version of the case, faced with the same scenario.
-    pub fn replay(&self, groups: &[Vec<Plan>]) -> Result<(History, Vec<Exit>)> {
+    pub fn replay(&self, groups: &[Vec<Plan>]) -> Result<History> {
         let dir = scenario_dir()?;
-        let mut exits = Vec::new();
         for group in groups {
             let plans: Vec<Plan> = group
                 .iter()
@@ -184,9 +183,9 @@ impl Case {
                     ..plan.clone()
                 })
                 .collect();
-            exits.extend(self.start_together(&plans)?);
+            self.start_together(&plans)?;
         }
-        Ok((History::read(dir.path())?, exits))
+        History::read(dir.path())
     }
 
     /// Adds a group of plans just played to the tape, when one is kept.

@@ -38,7 +38,7 @@ pub fn focus<'a>(events: &'a [Event], focus: Option<&str>, also: &[String]) -> V
 
 /// A moment of simulated time as a send's time in its lane: `m:ss`, or
 /// `h:mm:ss` from the first hour on.
-fn when(ms: i64) -> String {
+pub(crate) fn when(ms: i64) -> String {
     let s = ms.div_euclid(1000);
     match s / 3600 {
         0 => format!("{}:{:02}", s / 60, s % 60),
@@ -229,7 +229,7 @@ pub fn plain_error(text: &str) -> String {
 }
 
 /// `dana@example.com` → `dana`: the lanes are narrow.
-fn short(address: &str) -> String {
+pub(crate) fn short(address: &str) -> String {
     address.split('@').next().unwrap_or(address).to_string()
 }
 
