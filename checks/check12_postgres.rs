@@ -5,7 +5,8 @@
 //! - speed: an outbox of 400 rows drained by 1, then 2, then 4 relays, with
 //!   nothing killed. Rows a second come from the provider's own clock;
 //!   only their ratio is judged, never a time.
-//! - kills: 2,000 rows, 4 relays, and a provider that is sometimes slow;
+//! - kills: 2,000 rows, 4 relays, and a provider that is sometimes slow,
+//!   fails about half the sends for 1.5 s, then is down for 2 s;
 //!   relays are killed with SIGKILL at moments drawn from the seed, and
 //!   started again a moment later. Each relay also runs the case's sweep.
 //!
@@ -22,7 +23,7 @@ use anyhow::Result;
 use lab::chapter::{Chapter, CheckOptions, Checked};
 use lab::fleet::{RelayPlan, Request};
 use lab::fleet_runner::{play, Hang, Kill, Play, Played};
-use lab::report::Verdict;
+use lab::report::{counted, Verdict};
 use lab::rng::Rng;
 use lab::runner::Case;
 
@@ -49,7 +50,7 @@ const ONE_CLAIM: &str = "no row is sent by two live relays";
 const FASTER: &str = "4 relays deliver at least 1.8× as fast as one";
 const SHORT_CLAIM: &str = "no transaction is open during a send";
 const BREAKER: &str =
-    "chapter 7's breaker: while the provider is down, each relay sends about one probe per 300 ms";
+    "chapter 7's breaker: once more than half of at least 5 recent sends failed, and only then, a relay sends about one probe per 300 ms";
 const RETRIES: &str = "chapter 5's retries: a failed send is tried again after its backoff, a refused one never, and the 4th failure is dead-lettered with its error";
 
 /// How much faster 4 relays must be than one.
@@ -106,9 +107,18 @@ const DOWN_EVERY: u32 = 61;
 
 /// In a kill play, the provider is down for everyone from this many ms
 /// after the relays start ...
-const OUTAGE_FROM_MS: u64 = 1300;
+const OUTAGE_FROM_MS: u64 = 1800;
 /// ... for this long.
 const OUTAGE_MS: u64 = 2000;
+/// In a kill play, the provider is partly down from this many ms after
+/// the relays start ...
+const BROWNOUT_FROM_MS: u64 = 150;
+/// ... for this long, before the outage ...
+const BROWNOUT_MS: u64 = 1500;
+/// ... failing each send with a chance drawn from the seed, in 100: a
+/// relay's recent sends then hold every share of failures around a half,
+/// on both sides of its breaker's rule.
+const BROWNOUT_PCT: (u64, u64) = (45, 65);
 /// Chapter 7's breaker, scaled as every time here: it judges the sends of
 /// the last 600 ms (a minute), and stays open 300 ms (30 s) before a probe.
 const BREAKER_WINDOW_MS: u64 = 600;
@@ -134,6 +144,13 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         down_every: if slow { DOWN_EVERY } else { 0 },
         outage_from_ms: if slow { OUTAGE_FROM_MS } else { 0 },
         outage_ms: if slow { OUTAGE_MS } else { 0 },
+        brownout_from_ms: if slow { BROWNOUT_FROM_MS } else { 0 },
+        brownout_ms: if slow { BROWNOUT_MS } else { 0 },
+        brownout_pct: if slow {
+            Rng::new(seed ^ 0xb20).between(BROWNOUT_PCT.0, BROWNOUT_PCT.1) as u32
+        } else {
+            0
+        },
         play_start_ms: 0,
         hang_from_ms: 0,
         hang_max_ms: HANG_MAX_MS,
@@ -213,6 +230,14 @@ fn describe(play: &Play) -> String {
         text.push_str(&format!(
             "; one send in {} fails (503), every {}th address is refused, every {}th always fails",
             play.relay.fail_one_in, play.relay.refuse_every, play.relay.down_every
+        ));
+    }
+    if play.relay.brownout_ms > 0 {
+        text.push_str(&format!(
+            "; from {:.2} s for {:.2} s the provider fails {} sends in 100 (a 503)",
+            play.relay.brownout_from_ms as f64 / 1000.0,
+            play.relay.brownout_ms as f64 / 1000.0,
+            play.relay.brownout_pct
         ));
     }
     if play.relay.outage_ms > 0 {
@@ -833,19 +858,107 @@ fn judge_retries(plays: &Plays) -> Verdict {
     )
 }
 
-/// Sends a relay made while the breaker the case carries was open on its
-/// own record. The relay counts a send's result when it comes back: after
-/// the provider logged the send, before the relay's next one. So when it
-/// counted a failure `a`, its window held at least the sends logged within
-/// a window before its next send `b`, and at most those whose next send
-/// came within a window before `a`. If at least `MIN_CALLS` were certainly
-/// in it and every one that may have been is a provider failure, its
-/// breaker opened on `a`, and `b` had to wait for the probe. Judged on every
-/// send of a play, from an outage's first failures on: a batch that goes on
-/// sending once the breaker opened is seen wherever it straddles the
-/// opening.
-fn breaker_faults(played: &Played) -> Vec<(String, f64, f64)> {
+/// How far a send's place in its breaker's window is uncertain, in µs:
+/// the provider stamps a request as it arrives, the relay's breaker counts
+/// it once the answer is back, 4 to 15 ms later.
+const WINDOW_SLACK_US: i64 = 25_000;
+/// A pause at least this long between two sends of one relay is its breaker
+/// holding back (it waits 300 ms before its probe).
+const HELD_MS: f64 = OPEN_FOR_MS as f64 * 0.8;
+/// While more rows than this were still untried by every relay, a relay
+/// that paused was not short of work: every live claim (4 × 50), every
+/// claim a kill left behind (4 × 50) and every hung batch (2 × 50) hold
+/// fewer, so some row was there for the claiming.
+const BUSY_ROWS: usize = 600;
+/// Pauses no rule explains that fail the property: a loaded machine may
+/// stall one relay once, a breaker that opens too readily does it again.
+const UNEXPLAINED_PAUSES: usize = 2;
+
+/// What chapter 7's rule says of a relay's breaker right after one of its
+/// sends, when the sends it counts may start at any of several sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    /// More than half of at least five failed, whichever sends it counts.
+    Opens,
+    /// Fewer than five, or at most half failed, whichever it counts.
+    StaysClosed,
+    /// It depends on sends at the window's edge.
+    Unsure,
+}
+
+/// A broken breaker rule seen on one relay's sends.
+struct BreakerFault {
+    relay: String,
+    /// Seconds into the play of the send after which it happened.
+    at: f64,
+    /// The pause before the relay's next send, in ms.
+    gap: f64,
+    /// It paused though its rule said its breaker stays closed.
+    held: bool,
+    /// The send was a probe.
+    probe: bool,
+    /// The sends its breaker counted, and how many of them failed.
+    counted: (usize, usize),
+}
+
+/// Chapter 7's rule on a relay's own sends `sends[since..=i]`: the breaker
+/// counts those of the last 600 ms (each answered when the provider stamped
+/// it, plus however long it hung), and opens when more than half of at
+/// least five failed for want of the provider. A refusal says nothing of
+/// the provider's health. Also the sends surely counted, and their failures.
+fn rule(sends: &[&Request], since: usize, i: usize) -> (Rule, (usize, usize)) {
     let window = (BREAKER_WINDOW_MS * 1000) as i64;
+    let answered = |k: usize| sends[k].at_us + sends[k].hung_us;
+    let now = answered(i);
+    let maybe = (since..=i)
+        .find(|&k| now - answered(k) < window + WINDOW_SLACK_US)
+        .unwrap_or(i);
+    let surely = (since..=i)
+        .find(|&k| now - answered(k) < window - WINDOW_SLACK_US)
+        .unwrap_or(i);
+    let counts = |from: usize| {
+        let counted = &sends[from..=i];
+        let failures = counted.iter().filter(|r| r.answer == "unavailable").count();
+        (counted.len(), failures)
+    };
+    let opens = |(len, failures): (usize, usize)| len >= MIN_CALLS as usize && failures * 2 > len;
+    let verdicts: Vec<bool> = (maybe..=surely).map(|j| opens(counts(j))).collect();
+    let said = match (verdicts.iter().all(|&o| o), verdicts.iter().any(|&o| o)) {
+        (true, _) => Rule::Opens,
+        (_, false) => Rule::StaysClosed,
+        _ => Rule::Unsure,
+    };
+    (said, counts(surely))
+}
+
+/// Chapter 7's breaker judged both ways on each relay's own sends, while
+/// rows wait untried: after a send that leaves more than half of at least
+/// five counted sends failed, the relay's next send waits for the probe
+/// (about 300 ms), whether it is the rest of a batch under way or the next
+/// claim; a failed probe keeps it waiting, a good one closes it and its
+/// count starts afresh. And while its rule keeps the breaker closed, a
+/// relay does not pause that long. Each pause says which way the relay's
+/// breaker went, so a broken rule is judged once and what follows is
+/// judged from where the relay stood.
+fn breaker_faults(played: &Played) -> Vec<BreakerFault> {
+    let mut first_tries: Vec<i64> = Vec::new();
+    let mut seen_recipients = std::collections::HashSet::new();
+    for r in &played.seen.requests {
+        if seen_recipients.insert(r.recipient.as_str()) {
+            first_tries.push(r.at_us);
+        }
+    }
+    first_tries.sort_unstable();
+    let rows = played.seen.rows.len().max(first_tries.len());
+    let untried = |at_us: i64| rows - first_tries.partition_point(|&t| t < at_us);
+    // Sends made inside a transaction: while one is open, its locks may
+    // keep another relay waiting, as long as a breaker would.
+    let in_transaction: Vec<&Request> = played
+        .seen
+        .requests
+        .iter()
+        .filter(|r| idle_in_transaction(r))
+        .collect();
     let mut faults = Vec::new();
     for life in &played.lives {
         let sends: Vec<&Request> = played
@@ -854,63 +967,117 @@ fn breaker_faults(played: &Played) -> Vec<(String, f64, f64)> {
             .iter()
             .filter(|r| r.relay == life.me)
             .collect();
-        let opened = |i: usize| {
-            let (a, b) = (sends[i], sends[i + 1]);
-            let maybe = (0..=i)
-                .find(|&k| sends[k + 1].at_us >= a.at_us - window)
-                .unwrap_or(i);
-            let surely = sends[..=i]
-                .iter()
-                .filter(|r| r.at_us >= b.at_us - window)
-                .count();
-            sends[maybe..=i].iter().all(|r| r.answer == "unavailable")
-                && surely >= MIN_CALLS as usize
-        };
-        let gap = |i: usize| (sends[i + 1].at_us - sends[i].at_us) as f64 / 1000.0;
-        if let Some(i) = (0..sends.len().saturating_sub(1))
-            .find(|&i| gap(i) < OPEN_FOR_MS as f64 * 0.8 && opened(i))
-        {
-            let at = (sends[i].at_us - played.began_us) as f64 / 1e6;
-            faults.push((life.me.clone(), gap(i), at));
+        // The first send the breaker counts (it forgets at each opening).
+        let mut since = 0;
+        // The breaker is open after the send before: this one is a probe.
+        let mut probe = false;
+        for i in 0..sends.len().saturating_sub(1) {
+            let (now, next) = (sends[i], sends[i + 1]);
+            // With rows waiting untried, only its breaker pauses a relay;
+            // with few, it may pause for want of work, and where its
+            // breaker stands is no longer known.
+            if untried(next.at_us) <= BUSY_ROWS {
+                break;
+            }
+            let gap = (next.at_us - now.at_us - now.hung_us) as f64 / 1000.0;
+            let held = gap >= HELD_MS;
+            let (said, counted) = match probe {
+                true if now.answer == "unavailable" => (Rule::Opens, (1, 1)),
+                true => (Rule::StaysClosed, (0, 0)),
+                false => rule(&sends, since, i),
+            };
+            // Another relay's open transaction may have kept it waiting as
+            // long as a breaker would: then the pause says nothing.
+            let locked_out = held
+                && in_transaction
+                    .iter()
+                    .any(|r| r.relay != life.me && r.at_us > now.at_us && r.at_us < next.at_us);
+            if said != Rule::Unsure && (said == Rule::Opens) != held && !locked_out {
+                faults.push(BreakerFault {
+                    relay: life.me.clone(),
+                    at: (now.at_us - played.began_us) as f64 / 1e6,
+                    gap,
+                    held,
+                    probe,
+                    counted,
+                });
+            }
+            // Its pause says which way its breaker went, by the rule or
+            // not (where the rule depends on a send at the window's edge,
+            // either way is right): what follows is judged from there.
+            let was_probe = probe;
+            probe = match (locked_out, said) {
+                (false, _) => held,
+                (true, Rule::Opens) => true,
+                (true, Rule::StaysClosed) => false,
+                (true, Rule::Unsure) => break,
+            };
+            // It counts afresh after each opening and each probe.
+            if probe || was_probe {
+                since = i + 1;
+            }
         }
     }
     faults
 }
 
 fn judge_breaker(plays: &Plays) -> Verdict {
-    let mut outages = 0;
+    let (mut outages, mut brownouts) = (0, 0);
     for (p, d, seed) in plays.all() {
-        if p.relay.outage_ms > 0 {
-            outages += 1;
-        }
+        outages += usize::from(p.relay.outage_ms > 0);
+        brownouts += usize::from(p.relay.brownout_ms > 0);
         let faults = breaker_faults(d);
-        if let Some((me, gap, _)) = faults.first() {
-            let details = faults
-                .iter()
-                .take(4)
-                .map(|(me, gap, at)| {
-                    format!("{me} sent again {gap:.0} ms after a failure at {at:.2} s that left nothing but failures in its breaker's window: its breaker did not hold")
-                })
-                .collect();
-            return with_seed(
-                Verdict::fail(
-                    BREAKER,
-                    format!(
-                        "{} relays sent to a provider that was down; {me} twice within {gap:.0} ms",
-                        faults.len()
-                    ),
-                    describe(p),
-                    details,
+        let early: Vec<&BreakerFault> = faults.iter().filter(|f| !f.held).collect();
+        let paused: Vec<&BreakerFault> = faults.iter().filter(|f| f.held).collect();
+        let said = |f: &BreakerFault| {
+            let (len, failures) = f.counted;
+            match (f.held, f.probe) {
+                (false, true) => format!(
+                    "{} sent again {:.0} ms after its probe at {:.2} s failed: its breaker did not hold",
+                    f.relay, f.gap, f.at
                 ),
-                seed,
-            );
-        }
+                (false, false) => format!(
+                    "{} sent again {:.0} ms after its send at {:.2} s, which left {} in the {} its breaker counted: its breaker did not open",
+                    f.relay, f.gap, f.at, counted(failures, "failure"), counted(len, "send")
+                ),
+                (true, true) => format!(
+                    "{} paused {:.0} ms after its probe at {:.2} s was answered, with rows waiting: its breaker did not close",
+                    f.relay, f.gap, f.at
+                ),
+                (true, false) => format!(
+                    "{} paused {:.0} ms after its send at {:.2} s, with rows waiting, though its breaker had counted {} in {}: the rule opens it on more than half of at least {MIN_CALLS}",
+                    f.relay, f.gap, f.at, counted(failures, "failure"), counted(len, "send")
+                ),
+            }
+        };
+        let evidence = match (early.first(), paused.len() >= UNEXPLAINED_PAUSES) {
+            (Some(f), _) => format!(
+                "{} relay sends went out while a breaker should have been open; {} {:.0} ms after a failure",
+                early.len(),
+                f.relay,
+                f.gap
+            ),
+            (None, true) => format!(
+                "{} pauses of a relay whose breaker should have been closed; {} for {:.0} ms",
+                paused.len(),
+                paused[0].relay,
+                paused[0].gap
+            ),
+            (None, false) => continue,
+        };
+        let shown: Vec<&BreakerFault> = match early.is_empty() {
+            false => early,
+            true => paused,
+        };
+        let details = shown.iter().take(4).map(|f| said(f)).collect();
+        return with_seed(Verdict::fail(BREAKER, evidence, describe(p), details), seed);
     }
     Verdict::pass(
         BREAKER,
         format!(
-            "in {outages} outage{}, every relay held back to one probe per {OPEN_FOR_MS} ms once its breaker had opened",
-            if outages == 1 { "" } else { "s" }
+            "in {outages} outage{} and {brownouts} stretch{} of failures, every relay held back to one probe per {OPEN_FOR_MS} ms once more than half of its recent sends had failed, and only then",
+            if outages == 1 { "" } else { "s" },
+            if brownouts == 1 { "" } else { "es" },
         ),
     )
 }

@@ -82,6 +82,17 @@ pub struct RelayPlan {
     pub outage_from_ms: u64,
     #[serde(default)]
     pub outage_ms: u64,
+    /// The provider is partly down from this many ms after the play's
+    /// start, for `brownout_ms` (0: never): each send then fails (a 503)
+    /// with a chance of `brownout_pct` in 100, drawn from the seed, so a
+    /// relay's recent sends hold every share of failures, about half of
+    /// them included.
+    #[serde(default)]
+    pub brownout_from_ms: u64,
+    #[serde(default)]
+    pub brownout_ms: u64,
+    #[serde(default)]
+    pub brownout_pct: u32,
     /// When the play's relays first started, in ms since the UNIX epoch:
     /// the outage is timed from it, whatever life a relay is in.
     #[serde(default)]

@@ -184,6 +184,8 @@ mod on_postgres {
         ("dead-letter-too-soon", "PASS PASS PASS ? PASS FAIL ?"),
         ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
         ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
+        ("opens-at-half", "PASS PASS PASS ? PASS ? FAIL"),
+        ("opens-when-nearly-all-fail", "PASS PASS PASS ? PASS ? FAIL"),
     ];
 
     /// A correct fix that counts the attempt a killed relay lost, as

@@ -154,6 +154,16 @@ impl Email {
                 "503 service unavailable: the provider is down".to_string(),
             ));
         }
+        let browned = self.plan.brownout_from_ms;
+        if self.plan.brownout_ms > 0
+            && now_ms >= browned
+            && now_ms < browned + self.plan.brownout_ms
+            && crate::db::lock(&self.rng).between(0, 99) < u64::from(self.plan.brownout_pct)
+        {
+            return Err(SendError::Unavailable(
+                "503 service unavailable: the provider is overloaded".to_string(),
+            ));
+        }
         let every = |k: u32| k > 0 && n.is_multiple_of(k);
         if every(self.plan.refuse_every) {
             return Err(SendError::Rejected(format!("422 {to}: no such mailbox")));
