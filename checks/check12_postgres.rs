@@ -940,7 +940,7 @@ fn rule(sends: &[&Request], since: usize, i: usize) -> (Rule, (usize, usize)) {
 /// relay does not pause that long. Each pause says which way the relay's
 /// breaker went, so a broken rule is judged once and what follows is
 /// judged from where the relay stood.
-fn breaker_faults(played: &Played) -> Vec<BreakerFault> {
+fn breaker_faults(play: &Play, played: &Played) -> Vec<BreakerFault> {
     let mut first_tries: Vec<i64> = Vec::new();
     let mut seen_recipients = std::collections::HashSet::new();
     for r in &played.seen.requests {
@@ -949,7 +949,7 @@ fn breaker_faults(played: &Played) -> Vec<BreakerFault> {
         }
     }
     first_tries.sort_unstable();
-    let rows = played.seen.rows.len().max(first_tries.len());
+    let rows = (play.rows as usize).max(first_tries.len());
     let untried = |at_us: i64| rows - first_tries.partition_point(|&t| t < at_us);
     // Sends made inside a transaction: while one is open, its locks may
     // keep another relay waiting, as long as a breaker would.
@@ -1026,7 +1026,7 @@ fn judge_breaker(plays: &Plays) -> Verdict {
     for (p, d, seed) in plays.all() {
         outages += usize::from(p.relay.outage_ms > 0);
         brownouts += usize::from(p.relay.brownout_ms > 0);
-        let faults = breaker_faults(d);
+        let faults = breaker_faults(p, d);
         let early: Vec<&BreakerFault> = faults.iter().filter(|f| !f.held).collect();
         let paused: Vec<&BreakerFault> = faults.iter().filter(|f| f.held).collect();
         let said = |f: &BreakerFault| {
