@@ -6,7 +6,7 @@
 //!   nothing killed. Rows a second come from the provider's own clock;
 //!   only their ratio is judged, never a time.
 //! - kills: 2,000 rows, 4 relays, and a provider that is sometimes slow,
-//!   fails about half the sends for 1.5 s, then is down for 2 s;
+//!   is down for 2 s, then fails about half the sends for 1.5 s;
 //!   relays are killed with SIGKILL at moments drawn from the seed, and
 //!   started again a moment later. Each relay also runs the case's sweep.
 //!
@@ -98,22 +98,25 @@ const ATTEMPTS: usize = BACKOFF_MS.len() + 1;
 const GAP_SLACK: f64 = 0.8;
 /// In a kill play, one send in this many fails for a moment (a 503).
 const FAIL_ONE_IN: u32 = 20;
-/// In a kill play, the addresses readerN with N a multiple of this are
-/// refused for good.
-const REFUSE_EVERY: u32 = 97;
+/// In a kill play, the addresses readerN with N a multiple of a number
+/// drawn from the seed in this range are refused for good: a list with a
+/// bad import in it, where refusals are common enough to sway a count of
+/// failures that wrongly took them in.
+const REFUSE_EVERY: (u64, u64) = (4, 12);
 /// In a kill play, the addresses readerN with N a multiple of this fail
 /// at every send: their mail server is down.
 const DOWN_EVERY: u32 = 61;
 
 /// In a kill play, the provider is down for everyone from this many ms
 /// after the relays start ...
-const OUTAGE_FROM_MS: u64 = 1800;
+const OUTAGE_FROM_MS: u64 = 1300;
 /// ... for this long.
 const OUTAGE_MS: u64 = 2000;
 /// In a kill play, the provider is partly down from this many ms after
-/// the relays start ...
-const BROWNOUT_FROM_MS: u64 = 150;
-/// ... for this long, before the outage ...
+/// the relays start, once the outage is over and the kills are done (a
+/// relay killed while its breaker is open holds no claim to orphan) ...
+const BROWNOUT_FROM_MS: u64 = OUTAGE_FROM_MS + OUTAGE_MS + 100;
+/// ... for this long ...
 const BROWNOUT_MS: u64 = 1500;
 /// ... failing each send with a chance drawn from the seed, in 100: a
 /// relay's recent sends then hold every share of failures around a half,
@@ -140,7 +143,11 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         give_up_ms: STALE_AFTER_MS + 3000,
         start_at_ms: 0,
         fail_one_in: if slow { FAIL_ONE_IN } else { 0 },
-        refuse_every: if slow { REFUSE_EVERY } else { 0 },
+        refuse_every: if slow {
+            Rng::new(seed ^ 0x422).between(REFUSE_EVERY.0, REFUSE_EVERY.1) as u32
+        } else {
+            0
+        },
         down_every: if slow { DOWN_EVERY } else { 0 },
         outage_from_ms: if slow { OUTAGE_FROM_MS } else { 0 },
         outage_ms: if slow { OUTAGE_MS } else { 0 },
@@ -228,8 +235,10 @@ fn describe(play: &Play) -> String {
     }
     if play.relay.fail_one_in > 0 {
         text.push_str(&format!(
-            "; one send in {} fails (503), every {}th address is refused, every {}th always fails",
-            play.relay.fail_one_in, play.relay.refuse_every, play.relay.down_every
+            "; one send in {} fails (503), every {} address is refused, every {} always fails",
+            play.relay.fail_one_in,
+            ordinal(play.relay.refuse_every),
+            ordinal(play.relay.down_every)
         ));
     }
     if play.relay.brownout_ms > 0 {
@@ -248,6 +257,18 @@ fn describe(play: &Play) -> String {
         ));
     }
     text
+}
+
+/// "11th", "21st", "62nd", "93rd".
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// Rows a second: rows delivered over the time from the relays' start to

@@ -186,6 +186,7 @@ mod on_postgres {
         ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
         ("opens-at-half", "PASS PASS PASS ? PASS ? FAIL"),
         ("opens-when-nearly-all-fail", "PASS PASS PASS ? PASS ? FAIL"),
+        ("counts-refusals", "PASS PASS PASS ? PASS ? FAIL"),
     ];
 
     /// A correct fix that counts the attempt a killed relay lost, as
