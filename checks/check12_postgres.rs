@@ -68,7 +68,7 @@ const KILLS: usize = 4;
 /// Hung sends in a kill play, each in a relay of its own: the provider
 /// holds the send until another relay sends to the same recipient (so,
 /// past the sweep's threshold), or for `HANG_MAX_MS`.
-const HANGS: usize = 2;
+const HANGS: usize = 3;
 const HANG_MAX_MS: u64 = STALE_AFTER_MS + 2500;
 /// When a hung send may begin, in ms after the relays start: once the
 /// outage is over, while rows still wait, so that the rows it held are
@@ -103,6 +103,15 @@ const FAIL_ONE_IN: u32 = 20;
 /// bad import in it, where refusals are common enough to sway a count of
 /// failures that wrongly took them in.
 const REFUSE_EVERY: (u64, u64) = (4, 12);
+/// In a kill play, a bad import also sits in one piece in the list: this
+/// many addresses in a row, drawn from the seed, all refused. With four
+/// relays taking 50 rows at a time, each sends two batches or more of
+/// them in a row, more than a breaker's window holds ...
+const REFUSE_RUN: (u64, u64) = (150, 300);
+/// ... from an address drawn in this share of the list, sent before the
+/// outage: a relay's recent sends are then mostly refusals, while the
+/// provider answers every send it can.
+const REFUSE_RUN_FROM: (f64, f64) = (0.08, 0.2);
 /// In a kill play, the addresses readerN with N a multiple of this fail
 /// at every send: their mail server is down.
 const DOWN_EVERY: u32 = 61;
@@ -148,6 +157,8 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         } else {
             0
         },
+        refuse_from: 0,
+        refuse_run: 0,
         down_every: if slow { DOWN_EVERY } else { 0 },
         outage_from_ms: if slow { OUTAGE_FROM_MS } else { 0 },
         outage_ms: if slow { OUTAGE_MS } else { 0 },
@@ -161,6 +172,7 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         play_start_ms: 0,
         hang_from_ms: 0,
         hang_max_ms: HANG_MAX_MS,
+        crash_at_ms: 0,
     }
 }
 
@@ -193,17 +205,26 @@ fn kill_play(seed: u64) -> Play {
             hangs.push(Hang { relay, from_ms });
         }
     }
+    let mut relay = relay_plan(seed, true);
+    let mut import = Rng::new(seed ^ 0x4e1);
+    let (low, high) = REFUSE_RUN_FROM;
+    relay.refuse_from = import.between(
+        (f64::from(KILL_ROWS) * low) as u64,
+        (f64::from(KILL_ROWS) * high) as u64,
+    ) as u32;
+    relay.refuse_run = import.between(REFUSE_RUN.0, REFUSE_RUN.1) as u32;
     Play {
         rows: KILL_ROWS,
         relays: KILL_RELAYS,
         kills,
         hangs,
-        relay: relay_plan(seed, true),
+        relay,
         limit: Duration::from_secs(90),
     }
 }
 
-/// "4 relays, 2000 rows; relay-2 killed at 0.31 s, down 0.12 s; ...".
+/// "4 relays, 2000 rows; relay-2 crashes right after a delivered send from
+/// 0.31 s, down 0.12 s; ...".
 fn describe(play: &Play) -> String {
     let mut text = format!(
         "{} relay{}, {} rows",
@@ -213,7 +234,7 @@ fn describe(play: &Play) -> String {
     );
     for kill in &play.kills {
         text.push_str(&format!(
-            "; relay-{} killed at {:.2} s, down {:.2} s",
+            "; relay-{} crashes right after a delivered send from {:.2} s, down {:.2} s",
             kill.relay,
             kill.at_ms as f64 / 1000.0,
             kill.down_ms as f64 / 1000.0
@@ -239,6 +260,13 @@ fn describe(play: &Play) -> String {
             play.relay.fail_one_in,
             ordinal(play.relay.refuse_every),
             ordinal(play.relay.down_every)
+        ));
+    }
+    if play.relay.refuse_run > 0 {
+        text.push_str(&format!(
+            "; reader{} to reader{} are refused too, a bad import",
+            play.relay.refuse_from,
+            play.relay.refuse_from + play.relay.refuse_run - 1
         ));
     }
     if play.relay.brownout_ms > 0 {
@@ -591,8 +619,11 @@ fn judge_one_claim(plays: &Plays) -> Verdict {
     Verdict::pass(
         ONE_CLAIM,
         format!(
-            "in {sends} plays, a row was sent again only after the relay it was taken from was killed, or hung past the sweep's threshold ({} sends hung)",
-            plays.all().map(|(_, d, _)| hung_spells(d).len()).sum::<usize>()
+            "in {sends} plays, a row was sent again only after the relay it was taken from was killed, or hung past the sweep's threshold ({} hung)",
+            counted(
+                plays.all().map(|(_, d, _)| hung_spells(d).len()).sum::<usize>(),
+                "send"
+            )
         ),
     )
 }
@@ -918,8 +949,9 @@ struct BreakerFault {
     held: bool,
     /// The send was a probe.
     probe: bool,
-    /// The sends its breaker counted, and how many of them failed.
-    counted: (usize, usize),
+    /// The sends its breaker counted, how many of them failed, and how
+    /// many were refused.
+    counted: (usize, usize, usize),
 }
 
 /// Chapter 7's rule on a relay's own sends `sends[since..=i]`: the breaker
@@ -927,7 +959,7 @@ struct BreakerFault {
 /// it, plus however long it hung), and opens when more than half of at
 /// least five failed for want of the provider. A refusal says nothing of
 /// the provider's health. Also the sends surely counted, and their failures.
-fn rule(sends: &[&Request], since: usize, i: usize) -> (Rule, (usize, usize)) {
+fn rule(sends: &[&Request], since: usize, i: usize) -> (Rule, (usize, usize, usize)) {
     let window = (BREAKER_WINDOW_MS * 1000) as i64;
     let answered = |k: usize| sends[k].at_us + sends[k].hung_us;
     let now = answered(i);
@@ -940,9 +972,10 @@ fn rule(sends: &[&Request], since: usize, i: usize) -> (Rule, (usize, usize)) {
     let counts = |from: usize| {
         let counted = &sends[from..=i];
         let failures = counted.iter().filter(|r| r.answer == "unavailable").count();
-        (counted.len(), failures)
+        let refused = counted.iter().filter(|r| r.answer == "rejected").count();
+        (counted.len(), failures, refused)
     };
-    let opens = |(len, failures): (usize, usize)| len >= MIN_CALLS as usize && failures * 2 > len;
+    let opens = |(len, failures, _): (usize, usize, usize)| len >= MIN_CALLS as usize && failures * 2 > len;
     let verdicts: Vec<bool> = (maybe..=surely).map(|j| opens(counts(j))).collect();
     let said = match (verdicts.iter().all(|&o| o), verdicts.iter().any(|&o| o)) {
         (true, _) => Rule::Opens,
@@ -1003,8 +1036,8 @@ fn breaker_faults(play: &Play, played: &Played) -> Vec<BreakerFault> {
             let gap = (next.at_us - now.at_us - now.hung_us) as f64 / 1000.0;
             let held = gap >= HELD_MS;
             let (said, counted) = match probe {
-                true if now.answer == "unavailable" => (Rule::Opens, (1, 1)),
-                true => (Rule::StaysClosed, (0, 0)),
+                true if now.answer == "unavailable" => (Rule::Opens, (1, 1, 0)),
+                true => (Rule::StaysClosed, (0, 0, 0)),
                 false => rule(&sends, since, i),
             };
             // Another relay's open transaction may have kept it waiting as
@@ -1051,7 +1084,11 @@ fn judge_breaker(plays: &Plays) -> Verdict {
         let early: Vec<&BreakerFault> = faults.iter().filter(|f| !f.held).collect();
         let paused: Vec<&BreakerFault> = faults.iter().filter(|f| f.held).collect();
         let said = |f: &BreakerFault| {
-            let (len, failures) = f.counted;
+            let (len, failures, refused) = f.counted;
+            let failures = match refused {
+                0 => counted(failures, "failure"),
+                _ => format!("{} (and {} refused)", counted(failures, "failure"), refused),
+            };
             match (f.held, f.probe) {
                 (false, true) => format!(
                     "{} sent again {:.0} ms after its probe at {:.2} s failed: its breaker did not hold",
@@ -1059,7 +1096,7 @@ fn judge_breaker(plays: &Plays) -> Verdict {
                 ),
                 (false, false) => format!(
                     "{} sent again {:.0} ms after its send at {:.2} s, which left {} in the {} its breaker counted: its breaker did not open",
-                    f.relay, f.gap, f.at, counted(failures, "failure"), counted(len, "send")
+                    f.relay, f.gap, f.at, failures, counted(len, "send")
                 ),
                 (true, true) => format!(
                     "{} paused {:.0} ms after its probe at {:.2} s was answered, with rows waiting: its breaker did not close",
@@ -1067,7 +1104,7 @@ fn judge_breaker(plays: &Plays) -> Verdict {
                 ),
                 (true, false) => format!(
                     "{} paused {:.0} ms after its send at {:.2} s, with rows waiting, though its breaker had counted {} in {}: the rule opens it on more than half of at least {MIN_CALLS}",
-                    f.relay, f.gap, f.at, counted(failures, "failure"), counted(len, "send")
+                    f.relay, f.gap, f.at, failures, counted(len, "send")
                 ),
             }
         };

@@ -72,6 +72,12 @@ pub struct RelayPlan {
     /// good (a 4xx; 0: none).
     #[serde(default)]
     pub refuse_every: u32,
+    /// The `refuse_run` addresses from `readerN` with N this one on are
+    /// refused for good too: a bad import, one after another in the list.
+    #[serde(default)]
+    pub refuse_from: u32,
+    #[serde(default)]
+    pub refuse_run: u32,
     /// The addresses `readerN` with N a multiple of this fail at every
     /// send (their mail server is down for days; 0: none).
     #[serde(default)]
@@ -107,7 +113,18 @@ pub struct RelayPlan {
     pub hang_from_ms: u64,
     #[serde(default)]
     pub hang_max_ms: u64,
+    /// The relay crashes at its first send the provider delivers this many
+    /// ms or more after the play's start (0: never), right after the
+    /// delivery and before the case hears the answer: the row was sent
+    /// and its mark never made. It says [`CRASHED`] and the moment on its
+    /// standard error, then kills itself with SIGKILL.
+    #[serde(default)]
+    pub crash_at_ms: u64,
 }
+
+/// The line a relay's planned crash begins with on its standard error,
+/// followed by the moment, in µs since the UNIX epoch.
+pub const CRASHED: &str = "notify: crashed as planned at";
 
 /// A case process's orders: which play, and its duty there.
 #[derive(Clone, Debug, Serialize, Deserialize)]

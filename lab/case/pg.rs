@@ -165,7 +165,8 @@ impl Email {
             ));
         }
         let every = |k: u32| k > 0 && n.is_multiple_of(k);
-        if every(self.plan.refuse_every) {
+        let imported = n >= self.plan.refuse_from && n < self.plan.refuse_from + self.plan.refuse_run;
+        if every(self.plan.refuse_every) || imported {
             return Err(SendError::Rejected(format!("422 {to}: no such mailbox")));
         }
         if every(self.plan.down_every) {
@@ -201,6 +202,9 @@ impl Email {
                 &[&key, &to, &self.relay, &self.backend, &said, &self.call()],
             )
             .context("the provider could not record the send")?;
+        if said == "ok" && self.plan.crash_at_ms > 0 && play_ms(&self.plan) >= self.plan.crash_at_ms {
+            crash();
+        }
         let slow = self.plan.slow_one_in > 0
             && crate::db::lock(&self.rng).between(0, u64::from(self.plan.slow_one_in) - 1) == 0;
         let ms = if slow {
@@ -514,4 +518,18 @@ fn drop_play(db: &mut Client, play: &str) -> Result<()> {
         world(play)
     ))
     .context("could not drop the play's schemas")
+}
+
+/// The relay's planned crash: it says when on its standard error, for the
+/// parent, and dies at once, as a SIGKILL from outside would kill it.
+fn crash() -> ! {
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    eprintln!("{} {now_us}", crate::fleet::CRASHED);
+    // SAFETY: a signal to this very process; nothing after it runs.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    std::process::abort()
 }

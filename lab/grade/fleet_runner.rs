@@ -19,7 +19,31 @@ use crate::runner::Case;
 /// every one has connected when they begin together.
 const HEAD_START: Duration = Duration::from_millis(500);
 
-/// A relay killed during a play.
+/// How long after its moment a relay that has not crashed on a delivered
+/// send is killed from outside.
+const CRASH_WAIT: Duration = Duration::from_millis(150);
+
+/// The relay a life belongs to: 2 for `relay-2` and `relay-2.1`.
+fn slot_of(me: &str) -> u32 {
+    me.trim_start_matches("relay-")
+        .split('.')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The moment a relay's planned crash gave, from what it said last.
+fn crashed(said: &str) -> Option<i64> {
+    said.lines()
+        .last()?
+        .strip_prefix(crate::fleet::CRASHED)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A relay killed during a play: it crashes at its first delivered send
+/// from that moment on, or is killed with SIGKILL a little later.
 #[derive(Clone, Debug)]
 pub struct Kill {
     /// Which relay, from 1.
@@ -257,8 +281,19 @@ fn relay(
     let began_us = start_at
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i64);
-    let plan_for = |me: &str, at: SystemTime| {
+    let mut kills = play.kills.clone();
+    kills.sort_by_key(|k| k.at_ms);
+    // A life's crash: the first kill of its relay still to come, or past
+    // while it was down (then it crashes at its first delivered send).
+    let crash_for = |kills: &[Kill], me: &str| {
+        kills
+            .iter()
+            .find(|k| k.relay == slot_of(me))
+            .map_or(0, |k| k.at_ms)
+    };
+    let plan_for = |me: &str, at: SystemTime, crash_at_ms: u64| {
         let mut plan = play.relay.clone();
+        plan.crash_at_ms = crash_at_ms;
         plan.me = me.to_string();
         plan.seed = play.relay.seed ^ crate::chapter::fingerprint(me.as_bytes());
         plan.start_at_ms = at
@@ -280,7 +315,7 @@ fn relay(
     let mut current: Vec<(Option<usize>, u32)> = Vec::new();
     for r in 1..=play.relays {
         let me = format!("relay-{r}");
-        let child = spawn(case, dir, &me, &plan_for(&me, start_at))?;
+        let child = spawn(case, dir, &me, &plan_for(&me, start_at, crash_for(&kills, &me)))?;
         *processes += 1;
         running.children.push((lives.len(), child));
         current.push((Some(lives.len()), 0));
@@ -292,9 +327,6 @@ fn relay(
             trouble: None,
         });
     }
-    let mut kills = play.kills.clone();
-    kills.sort_by_key(|k| k.at_ms);
-    let mut kills = kills.into_iter().peekable();
     // (when, relay) restarts waiting.
     let mut restarts: Vec<(Instant, u32)> = Vec::new();
     let began = Instant::now() + HEAD_START;
@@ -308,6 +340,19 @@ fn relay(
             }
             if let Some(status) = child.try_wait()? {
                 life.ended_us = now_us();
+                // Its planned crash, right after a delivered send: a kill,
+                // at the moment it gave.
+                if let Some(at) = crashed(&said(dir, &life.me)) {
+                    life.ended_us = at;
+                    life.killed = true;
+                    let slot = slot_of(&life.me);
+                    if let Some(k) = kills.iter().position(|k| k.relay == slot) {
+                        let kill = kills.remove(k);
+                        current[(slot - 1) as usize].0 = None;
+                        restarts.push((Instant::now() + Duration::from_millis(kill.down_ms), slot));
+                    }
+                    continue;
+                }
                 if !status.success() {
                     life.trouble = Some(format!(
                         "{status}: {}",
@@ -316,26 +361,38 @@ fn relay(
                 }
             }
         }
-        // Kills due.
+        // Kills due: a relay that delivered nothing since its moment came
+        // (its breaker held it, or its rows were refused) is killed
+        // from outside.
         let now = Instant::now();
-        while let Some(kill) = kills.next_if(|k| began + Duration::from_millis(k.at_ms) <= now) {
+        // A kill waits while its relay is down: its next life has it.
+        let overdue = kills.iter().position(|k| {
+            let Some(index) = current[(k.relay - 1) as usize].0 else {
+                return false;
+            };
+            let started_ms = (lives[index].started_us - began_us).max(0) as u64 / 1000;
+            began + Duration::from_millis(k.at_ms.max(started_ms)) + CRASH_WAIT <= now
+        });
+        if let Some(k) = overdue {
+            let kill = kills.remove(k);
             let slot = &mut current[(kill.relay - 1) as usize];
-            let Some(index) = slot.0 else { continue };
-            if lives[index].ended_us != 0 {
-                continue;
+            let index = slot.0.expect("an overdue kill's relay is running");
+            // A relay that is done with its work is left alone.
+            if lives[index].ended_us == 0 {
+                // The moment of death is taken before the signal: a relay
+                // waiting for the killed one's row locks may send that row
+                // a moment after the kill, before this process hears of it.
+                let at = now_us();
+                if let Some((_, child)) = running.children.iter_mut().find(|(i, _)| *i == index)
+                {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                lives[index].ended_us = at;
+                lives[index].killed = true;
+                slot.0 = None;
+                restarts.push((now + Duration::from_millis(kill.down_ms), kill.relay));
             }
-            // The moment of death is taken before the signal: a relay
-            // waiting for the killed one's row locks may send that row a
-            // moment after the kill, before this process hears of it.
-            let at = now_us();
-            if let Some((_, child)) = running.children.iter_mut().find(|(i, _)| *i == index) {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            lives[index].ended_us = at;
-            lives[index].killed = true;
-            slot.0 = None;
-            restarts.push((now + Duration::from_millis(kill.down_ms), kill.relay));
         }
         // Restarts due.
         let due: Vec<u32> = restarts
@@ -348,7 +405,7 @@ fn relay(
             let slot = &mut current[(r - 1) as usize];
             slot.1 += 1;
             let me = format!("relay-{r}.{}", slot.1);
-            let child = spawn(case, dir, &me, &plan_for(&me, SystemTime::now()))?;
+            let child = spawn(case, dir, &me, &plan_for(&me, SystemTime::now(), crash_for(&kills, &me)))?;
             *processes += 1;
             slot.0 = Some(lives.len());
             running.children.push((lives.len(), child));
