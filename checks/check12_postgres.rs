@@ -975,7 +975,8 @@ fn rule(sends: &[&Request], since: usize, i: usize) -> (Rule, (usize, usize, usi
         let refused = counted.iter().filter(|r| r.answer == "rejected").count();
         (counted.len(), failures, refused)
     };
-    let opens = |(len, failures, _): (usize, usize, usize)| len >= MIN_CALLS as usize && failures * 2 > len;
+    let opens =
+        |(len, failures, _): (usize, usize, usize)| len >= MIN_CALLS as usize && failures * 2 > len;
     let verdicts: Vec<bool> = (maybe..=surely).map(|j| opens(counts(j))).collect();
     let said = match (verdicts.iter().all(|&o| o), verdicts.iter().any(|&o| o)) {
         (true, _) => Rule::Opens,

@@ -165,7 +165,8 @@ impl Email {
             ));
         }
         let every = |k: u32| k > 0 && n.is_multiple_of(k);
-        let imported = n >= self.plan.refuse_from && n < self.plan.refuse_from + self.plan.refuse_run;
+        let imported =
+            n >= self.plan.refuse_from && n < self.plan.refuse_from + self.plan.refuse_run;
         if every(self.plan.refuse_every) || imported {
             return Err(SendError::Rejected(format!("422 {to}: no such mailbox")));
         }
@@ -202,7 +203,8 @@ impl Email {
                 &[&key, &to, &self.relay, &self.backend, &said, &self.call()],
             )
             .context("the provider could not record the send")?;
-        if said == "ok" && self.plan.crash_at_ms > 0 && play_ms(&self.plan) >= self.plan.crash_at_ms {
+        if said == "ok" && self.plan.crash_at_ms > 0 && play_ms(&self.plan) >= self.plan.crash_at_ms
+        {
             crash();
         }
         let slow = self.plan.slow_one_in > 0

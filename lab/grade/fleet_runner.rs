@@ -315,7 +315,12 @@ fn relay(
     let mut current: Vec<(Option<usize>, u32)> = Vec::new();
     for r in 1..=play.relays {
         let me = format!("relay-{r}");
-        let child = spawn(case, dir, &me, &plan_for(&me, start_at, crash_for(&kills, &me)))?;
+        let child = spawn(
+            case,
+            dir,
+            &me,
+            &plan_for(&me, start_at, crash_for(&kills, &me)),
+        )?;
         *processes += 1;
         running.children.push((lives.len(), child));
         current.push((Some(lives.len()), 0));
@@ -383,8 +388,7 @@ fn relay(
                 // waiting for the killed one's row locks may send that row
                 // a moment after the kill, before this process hears of it.
                 let at = now_us();
-                if let Some((_, child)) = running.children.iter_mut().find(|(i, _)| *i == index)
-                {
+                if let Some((_, child)) = running.children.iter_mut().find(|(i, _)| *i == index) {
                     let _ = child.kill();
                     let _ = child.wait();
                 }
@@ -405,7 +409,12 @@ fn relay(
             let slot = &mut current[(r - 1) as usize];
             slot.1 += 1;
             let me = format!("relay-{r}.{}", slot.1);
-            let child = spawn(case, dir, &me, &plan_for(&me, SystemTime::now(), crash_for(&kills, &me)))?;
+            let child = spawn(
+                case,
+                dir,
+                &me,
+                &plan_for(&me, SystemTime::now(), crash_for(&kills, &me)),
+            )?;
             *processes += 1;
             slot.0 = Some(lives.len());
             running.children.push((lives.len(), child));
