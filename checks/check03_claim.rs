@@ -116,12 +116,21 @@ fn people() -> Vec<String> {
         .collect()
 }
 
+/// The scenario's time a send takes in the chapter's race, in ms: the
+/// relays' sends move the clock the case reads, as a provider's answers
+/// take time on a real one.
+const CHAPTER_SEND_MS: i64 = 150;
+/// The same in a race drawn from a seed, drawn in this range.
+const SEND_MS: (u64, u64) = (0, 400);
+
 impl Race {
     /// The chapter's race: two relays, 120 invitations queued, 3 more invites.
     fn chapter() -> Race {
         let mut people = people();
         Rng::new(3).shuffle(&mut people);
-        Race::build(None, "the chapter's race".into(), 2, 120, 3, 3, &people, 7)
+        let mut race = Race::build(None, "the chapter's race".into(), 2, 120, 3, 3, &people, 7);
+        race.provider.sim_latency_ms = CHAPTER_SEND_MS;
+        race
     }
 
     /// A race drawn from `seed`: other people, 2 to 4 relays, about 240
@@ -151,6 +160,7 @@ impl Race {
         if seed % 3 == 1 {
             race.polls = 1;
         }
+        race.provider.sim_latency_ms = rng.between(SEND_MS.0, SEND_MS.1) as i64;
         race
     }
 
@@ -164,6 +174,7 @@ impl Race {
         );
         let mut race = Race::build(None, name, 2, 1, 0, 0, &people[100..], 11);
         race.provider.latency_ms = SLOW_SEND_MS;
+        race.provider.sim_latency_ms = SLOW_SEND_MS as i64;
         // Whichever relay's first call comes second, its later ones fall
         // inside the other's send.
         race.poll_every_ms = Some(SLOW_SEND_MS / POLLS as u64);

@@ -176,6 +176,18 @@ fn a_claim_that_ignores_the_status_takes_rows_in_flight() {
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_sweep_that_hands_back_live_claims_sends_rows_twice() {
+    // Sends take the scenario's time as well as real time: a live relay's
+    // claim ages while its batch goes out, and a sweep shorter than a
+    // batch hands it to another relay.
+    let (code, report) = checked_json(&["3", "--no-shrink", "--variant", "early-sweep"]);
+    assert_eq!(code, 1);
+    assert_eq!(verdict(&report, 0)["pass"], true);
+    assert_eq!(verdict(&report, 2)["pass"], false);
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_claim_without_an_owner_sends_what_others_claimed() {
     let (_, report) = checked_json(&["3", "--no-shrink", "--variant", "no-owner"]);
     assert_eq!(verdict(&report, 0)["pass"], false);
