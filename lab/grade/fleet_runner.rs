@@ -1,7 +1,9 @@
 //! The parent's side of chapter 12: sets up a play on the PostgreSQL
 //! server, starts several relay processes of one case at once, kills some
-//! of them with SIGKILL at chosen moments and starts them again, then
-//! collects what the world saw (see [`crate::fleet`] for the protocol).
+//! of them at chosen moments (each dies by SIGKILL right after its next
+//! delivered send, or from outside if it delivers none) and starts them
+//! again, then collects what the world saw (see [`crate::fleet`] for the
+//! protocol).
 //! `notify` itself needs no PostgreSQL client: the case processes talk to
 //! the server.
 
