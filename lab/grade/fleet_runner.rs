@@ -88,7 +88,8 @@ pub struct Life {
     pub me: String,
     pub started_us: i64,
     pub ended_us: i64,
-    /// Ended by the play's SIGKILL.
+    /// Ended by one of the play's kills (its planned crash, or SIGKILL
+    /// from outside).
     pub killed: bool,
     /// How it ended otherwise, when not cleanly: its exit and what it said.
     pub trouble: Option<String>,
