@@ -182,10 +182,6 @@ mod on_postgres {
         ("retry-at-once", "PASS PASS PASS ? PASS FAIL ?"),
         ("rejection-retried", "PASS PASS PASS ? PASS FAIL ?"),
         ("dead-letter-too-soon", "PASS PASS PASS ? PASS FAIL ?"),
-        (
-            "sweep-dead-letters-one-early",
-            "PASS PASS PASS ? PASS FAIL ?",
-        ),
         ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
         ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
         ("opens-when-nearly-all-fail", "PASS PASS PASS ? PASS ? FAIL"),
