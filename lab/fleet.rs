@@ -126,6 +126,14 @@ pub struct RelayPlan {
 /// followed by the moment, in µs since the UNIX epoch.
 pub const CRASHED: &str = "notify: crashed as planned at";
 
+/// Now, in µs since the UNIX epoch: the moments both sides of a play
+/// speak in.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
 /// A case process's orders: which play, and its duty there.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Orders {

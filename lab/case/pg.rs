@@ -525,10 +525,7 @@ fn drop_play(db: &mut Client, play: &str) -> Result<()> {
 /// The relay's planned crash: it says when on its standard error, for the
 /// parent, and dies at once, as a SIGKILL from outside would kill it.
 fn crash() -> ! {
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros());
-    eprintln!("{} {now_us}", crate::fleet::CRASHED);
+    eprintln!("{} {}", crate::fleet::CRASHED, crate::fleet::now_us());
     // SAFETY: a signal to this very process; nothing after it runs.
     unsafe {
         libc::kill(libc::getpid(), libc::SIGKILL);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
-use crate::fleet::{Duty, Orders, RelayPlan, Seen, DATABASE_URL, NEEDS_SERVER};
+use crate::fleet::{now_us, Duty, Orders, RelayPlan, Seen, DATABASE_URL, NEEDS_SERVER};
 use crate::runner::Case;
 
 /// How long before their start the relays of a play are spawned, so that
@@ -153,12 +153,6 @@ fn tcp_address(url: &str) -> Option<String> {
     } else {
         format!("{host_port}:5432")
     })
-}
-
-fn now_us() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64)
 }
 
 /// A schema name no other play uses at the same time.
@@ -306,7 +300,7 @@ fn relay(
         plan.hang_from_ms = play
             .hangs
             .iter()
-            .find(|h| me.split('.').next() == Some(format!("relay-{}", h.relay).as_str()))
+            .find(|h| h.relay == slot_of(me))
             .map_or(0, |h| h.from_ms);
         orders(Duty::Relay(plan))
     };
