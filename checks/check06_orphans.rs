@@ -265,6 +265,10 @@ struct Scenario {
     failing_from: Option<usize>,
     /// Poison: how many 503s the row meets before its sends start to kill.
     fails_first: u32,
+    /// Slow: rows published before the slow one and claimed with it, each
+    /// with how long its send takes. A dispatcher that sends them first
+    /// begins the slow send on a claim that much older.
+    ahead: Vec<(Person, i64)>,
 }
 
 /// The chapter's people and numbers, or a batch drawn from a seed.
@@ -284,6 +288,9 @@ struct Batch {
     quick: i64,
     /// The poison row's 503s before it starts to kill.
     fails_first: u32,
+    /// Rows claimed with a slow send and sent before it, with how long
+    /// each send takes: a random batch's.
+    ahead: Vec<(Person, i64)>,
 }
 
 /// The row of a long batch beside whose send dispatcher 2 runs, from that
@@ -364,12 +371,14 @@ impl Batch {
             send: BATCH_SEND,
             quick: 8 * SECOND,
             fails_first: 0,
+            ahead: Vec::new(),
         }
     }
 
     /// Other names and channels, 2 to 6 rows held by the killed dispatcher,
     /// a slow send of 2 to 4 min 50 s or one just past the threshold, on
-    /// any of its row's attempts, a hang of 7 to 9 min that ends in any
+    /// any of its row's attempts, a hang of 7 to 9 min, on any of its row's
+    /// attempts too (on the last, the sweep must dead-letter it), that ends in any
     /// answer, under the other dispatcher's host name or its own, a long
     /// batch of sends of 70 to 140 s with one or two rows past the held
     /// one, and a poison row that fails one to three times before it
@@ -404,6 +413,15 @@ impl Batch {
         let long = names[..rows].iter().map(|n| person(&mut rng, n)).collect();
         // Drawn last, so the rest of the batch is drawn as before.
         let quick = rng.between(7, 9) as i64 * SECOND;
+        // One to three rows ahead of a slow send in its claim, of 20 to 70
+        // s each: the slow send then begins on a claim up to 3:30 old.
+        let ahead = names[names.len() - rng.between(1, 3) as usize..]
+            .iter()
+            .map(|n| {
+                let p = person(&mut rng, n);
+                (p, rng.between(20, 70) as i64 * SECOND)
+            })
+            .collect();
         Batch {
             seed: Some(seed),
             people,
@@ -417,6 +435,7 @@ impl Batch {
             // Up to a row's last attempt: its dead letter then follows
             // 503s alone, and must still say its dispatcher was lost.
             fails_first: 1 + (seed % 3) as u32,
+            ahead,
         }
     }
 
@@ -438,15 +457,25 @@ impl Batch {
             resume_mid_send: false,
             failing_from: None,
             fails_first: self.fails_first,
+            ahead: Vec::new(),
         };
         let mut scenarios = vec![
             scenario(What::Crash, self.people.clone(), AFTER_CRASH),
             scenario(What::Slow, one(), self.slow),
-            Scenario {
-                same_host: self.same_host,
-                ..scenario(What::LateAfter, one(), self.late)
-            },
         ];
+        // The slow send after other rows of its claim: the claim's age is
+        // that of one send only where each send renews it.
+        if !self.ahead.is_empty() {
+            scenarios.push(Scenario {
+                ahead: self.ahead.clone(),
+                fails_first: 0,
+                ..scenario(What::Slow, one(), self.slow)
+            });
+        }
+        scenarios.push(Scenario {
+            same_host: self.same_host,
+            ..scenario(What::LateAfter, one(), self.late)
+        });
         if all {
             scenarios.push(Scenario {
                 same_host: true,
@@ -524,12 +553,21 @@ impl Batch {
 }
 
 impl Scenario {
-    /// How many 503s a random batch's slow row meets before its slow send.
-    fn failures_before_slow(&self) -> u32 {
+    /// How many failed attempts a random batch's slow or hung row meets
+    /// before the send dispatcher 1 is held on: that send may be any of
+    /// its attempts, the last one too.
+    fn failures_before_held(&self) -> u32 {
         match (self.what, self.seed) {
-            (What::Slow, Some(_)) => self.fails_first,
+            (What::Slow | What::LateAfter, Some(_)) => self.fails_first,
             _ => 0,
         }
+    }
+
+    /// Whether the held send is the row's last attempt and outlives the
+    /// threshold: the sweep must then dead-letter it, and its late answer
+    /// must leave that dead letter as it is.
+    fn hangs_on_last_attempt(&self) -> bool {
+        self.what == What::LateAfter && self.failures_before_held() as usize + 1 >= ATTEMPTS
     }
 
     fn batch(&self) -> String {
@@ -562,7 +600,7 @@ impl Scenario {
                     None => kills,
                 }
             }
-            What::Slow => match self.failures_before_slow() {
+            What::Slow => match self.failures_before_held() {
                 n @ 1.. => format!(
                     "{who}'s first {} a 503, then dispatcher 1's attempt {} takes {} while dispatcher 2 runs",
                     match n {
@@ -570,6 +608,21 @@ impl Scenario {
                         n => format!("{n} sends meet"),
                     },
                     n + 1,
+                    span(self.span)
+                ),
+                _ if !self.ahead.is_empty() => format!(
+                    "dispatcher 1 claims {} rows at 0:00, {} and {who}; its sends take {} and {}, and the one to {who} runs while dispatcher 2 does",
+                    self.ahead.len() + 1,
+                    self.ahead
+                        .iter()
+                        .map(|(p, _)| p.recipient())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    self.ahead
+                        .iter()
+                        .map(|(_, ms)| span(*ms))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     span(self.span)
                 ),
                 _ => format!(
@@ -582,10 +635,21 @@ impl Scenario {
                     Answer::Unavailable => "fails".to_string(),
                     other => format!("ends {}", other.said()),
                 };
-                let hang = format!(
-                    "dispatcher 1's send to {who} hangs for {}, then {ends}",
-                    span(self.span)
-                );
+                let hang = match self.failures_before_held() {
+                    0 => format!(
+                        "dispatcher 1's send to {who} hangs for {}, then {ends}",
+                        span(self.span)
+                    ),
+                    n => format!(
+                        "{who}'s first {} while its provider is down, then dispatcher 1's attempt {} hangs for {}, then {ends}",
+                        match n {
+                            1 => "send fails".to_string(),
+                            n => format!("{n} sends fail"),
+                        },
+                        n + 1,
+                        span(self.span)
+                    ),
+                };
                 match self.same_host {
                     true => format!("{hang}; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}"),
                     false => hang,
@@ -645,7 +709,10 @@ impl Scenario {
 
     /// Everyone the scenario tells something, in the order they are told.
     fn everyone(&self) -> impl Iterator<Item = &Person> {
-        self.refused.iter().chain(&self.people)
+        self.refused
+            .iter()
+            .chain(self.ahead.iter().map(|(p, _)| p))
+            .chain(&self.people)
     }
 
     fn setup(&self, dir: &Path, mut steps: Vec<Step>) -> Plan {
@@ -711,7 +778,7 @@ impl Played {
             }
         }
         if !self.arranged {
-            let failures = self.scenario.failures_before_slow();
+            let failures = self.scenario.failures_before_held();
             if failures > 0 {
                 return Some(format!(
                     "dispatcher 1 never began attempt {} of the row after its {failures} 503s (chapter 5 gives a row four attempts), so there was no race to judge",
@@ -924,7 +991,10 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     let hold_limit_ms = (case.timeout * 3 / 2).as_millis() as u64;
     // A random batch's slow send may be the row's second, third or last
     // attempt: dispatcher 1 runs its schedule through the 503s before it.
-    let earlier = scenario.failures_before_slow();
+    let earlier = scenario.failures_before_held();
+    // A slow send after other rows of its claim is held on its own, as
+    // one after 503s is, and begins when they are done.
+    let ahead = !scenario.ahead.is_empty();
     let mut first = match earlier {
         0 => scenario.setup(dir, vec![Step::new("dispatch")]),
         _ => scenario.setup(dir, vec![schedule(RETRIED_BY)]),
@@ -935,14 +1005,32 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
             hold_nth: Some((earlier + 1, vec![Moment::Ended(SECOND_RELAY)])),
             ..ProviderScript::default()
         },
+        What::Slow if ahead => ProviderScript {
+            sim_latency_each: scenario
+                .ahead
+                .iter()
+                .map(|(p, ms)| (p.recipient(), *ms))
+                .collect(),
+            hold_each: vec![(recipient.clone(), vec![Moment::Ended(SECOND_RELAY)])],
+            ..ProviderScript::default()
+        },
         What::Slow => ProviderScript::default(),
+        // A hung send after failures: the provider is down until the gap
+        // after the last of them, which no earlier attempt outlives and no
+        // later one comes before, and then answers as the late answer says.
+        What::LateAfter if earlier > 0 => ProviderScript {
+            outages: vec![(0, RETRY_GAPS[earlier as usize - 1])],
+            hold_nth: Some((earlier + 1, vec![Moment::Ended(SECOND_RELAY)])),
+            ..scenario.late.script(recipient.clone())
+        },
         _ => scenario.late.script(recipient.clone()),
     };
     let slow = ProviderScript {
-        announce: earlier == 0,
-        // The slow send after 503s is held on its own (`hold_nth`).
+        announce: earlier == 0 && !ahead,
+        // The slow send after 503s is held on its own (`hold_nth`), and so
+        // is one after other rows (`hold_each`).
         hold_until_any: match earlier {
-            0 => vec![
+            0 if !ahead => vec![
                 if scenario.what == What::LateDuring {
                     Moment::Sending(SECOND_RELAY)
                 } else {
@@ -1054,9 +1142,15 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
         while !running.is_finished() && !world.reached(Moment::Sending(FIRST))? {
             std::thread::sleep(Duration::from_millis(1));
         }
-        if earlier > 0 {
+        if earlier > 0 || ahead {
             began = world_clock(dir)?;
-            second.steps = slow_steps(began);
+            second.steps = match scenario.what {
+                What::Slow => slow_steps(began),
+                _ => vec![
+                    sweeps_only(began + ORPHANED_AFTER),
+                    schedule(began + scenario.span),
+                ],
+            };
         }
         let second = ended(dir, SECOND_RELAY, case.start(&second));
         let first = running
@@ -1280,9 +1374,12 @@ fn race_verdicts(played: &[Played], prefix: &str) -> [Verdict; 2] {
         judge(
             &format!("{prefix}{LATE}"),
             format!(
-                "{} of {} rows handed on, none changed by the late answer; {handed_on} rows of {batches} long batches handed on, none sent again",
+                "{} of {} rows handed on and {} dead-lettered at their last attempt, none changed by the late answer; {handed_on} rows of {batches} long batches handed on, none sent again",
                 late().filter(|p| p.handed_on()).count(),
-                late().count()
+                late().count(),
+                late()
+                    .filter(|p| p.scenario.hangs_on_last_attempt())
+                    .count(),
             ),
             late().chain(of(What::LongBatch)).find_map(late_finding),
         ),
@@ -1713,6 +1810,9 @@ fn late_finding(played: &Played) -> Option<Finding> {
     if played.scenario.what == What::LongBatch {
         return late_batch(played);
     }
+    if played.scenario.hangs_on_last_attempt() {
+        return late_dead_letter(played);
+    }
     let p = &played.scenario.people[0];
     let attempts = played.attempts(p);
     let delivered = attempts
@@ -1762,6 +1862,69 @@ fn late_finding(played: &Played) -> Option<Finding> {
     })
 }
 
+/// A hung send that was its row's last attempt: the sweep takes the claim
+/// once it is past the threshold and, the attempts spent, dead-letters the
+/// row, saying its dispatcher was lost. The answer that comes back later
+/// changes nothing: the row stays that dead letter, and nobody sends it
+/// again, that day or the next.
+fn late_dead_letter(played: &Played) -> Option<Finding> {
+    let s = &played.scenario;
+    let p = &s.people[0];
+    let attempts = played.attempts(p);
+    let late = attempts.iter().rfind(|d| d.process == FIRST)?;
+    let again: Vec<&&Delivery> = attempts.iter().filter(|d| d.process != FIRST).collect();
+    let left = played.left(p);
+    let kind = answer_kind(left.error.as_deref());
+    let rewritten = matches!(
+        kind,
+        "503" | "429" | "refused" | "no answer" | "no error kept"
+    );
+    if left.status == "FAILED" && !rewritten && again.is_empty() {
+        return None;
+    }
+    let earlier = s.failures_before_held();
+    let mut details = vec![
+        format!(
+            "{} ({}): its first {earlier} sends failed, and dispatcher 1's attempt {}, its last, hung past the sweep's threshold.",
+            p.recipient(),
+            p.channel,
+            earlier + 1
+        ),
+        "the sweep had to dead-letter the row then, saying its dispatcher was lost: its four attempts were spent.".to_string(),
+        format!(
+            "dispatcher 1's send came back at {} {}.",
+            clock(late.at_ms),
+            s.late.said()
+        ),
+    ];
+    for d in &again {
+        details.push(format!(
+            "the row was sent again at {} by dispatcher {} ({}).",
+            when(d.at_ms),
+            d.process,
+            said(d.outcome)
+        ));
+    }
+    let kept = match &left.error {
+        Some(error) => format!("with \"{error}\""),
+        None => "with no error".to_string(),
+    };
+    details.push(format!("the row is left {} {kept}.", left.status));
+    let evidence = match (again.len(), left.status.as_str()) {
+        (1.., _) => "a dead letter sent again".to_string(),
+        (_, "FAILED") => format!("dead letter keeps {kind}, not its lost dispatcher"),
+        (_, status) => format!("left {status} after its last attempt"),
+    };
+    Some(Finding {
+        evidence,
+        scenario: s.name(),
+        details,
+        seed: s.seed,
+        story: played.history.events.clone(),
+        ..Default::default()
+    })
+}
+
 /// A moment of a race, on the clock of its day: "8:00 the next day" for
 /// the dispatcher that runs [`NEXT_DAY`] later.
 fn when(ms: i64) -> String {
@@ -1777,10 +1940,18 @@ fn when(ms: i64) -> String {
 /// that came after the row was handed on, tells its person twice).
 fn stray(played: &Played) -> Option<Finding> {
     let s = &played.scenario;
+    // A push the sweep dead-lettered owes its person chapter 8's fallback
+    // email: that one is theirs too.
+    let fallback = |p: &Person, d: &Delivery| {
+        s.hangs_on_last_attempt()
+            && p.channel == "push"
+            && d.channel == "email"
+            && p.email() == d.recipient
+    };
     let own = |d: &Delivery| {
         s.people
             .iter()
-            .any(|p| p.channel == d.channel && p.recipient() == d.recipient)
+            .any(|p| (p.channel == d.channel && p.recipient() == d.recipient) || fallback(p, d))
     };
     let strays: Vec<&Delivery> = played
         .history
@@ -2049,6 +2220,8 @@ impl Workload {
         // What widens the world past its first shape is drawn from a stream
         // of its own, so that the rest is drawn as before.
         let mut more = Rng::new(seed ^ 0x0606_5eed_0dea);
+        // And what takes a range to its rules' boundary, from a third.
+        let mut budget = Rng::new(seed ^ 0x0606_b0d6_e7ed);
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
         let channels = ["email", "push"];
@@ -2107,6 +2280,13 @@ impl Workload {
                 // in all.
                 let script = match (lost, more.between(0, 2)) {
                     (Some(_), 0) => Script::Dead,
+                    _ => script,
+                };
+                // Or one that fails twice: its lost attempt and its two
+                // failures leave it the last of its four, so a lost attempt
+                // counted twice makes it a dead letter.
+                let script = match (lost, script, budget.between(0, 1)) {
+                    (Some(_), Script::Flaky(1), 0) => Script::Flaky(2),
                     _ => script,
                 };
                 let at = if lost.is_none() && rng.between(0, 1) == 0 {
@@ -2237,6 +2417,14 @@ const DIMENSIONS: &[Dimension<Workload>] = &[
         reached: |w| w.entries.iter().any(|e| e.lost && e.script != Script::Fine),
     },
     Dimension {
+        name: "a lost claim on a row that fails twice: its fourth attempt is its last",
+        reached: |w| {
+            w.entries
+                .iter()
+                .any(|e| e.lost && e.script == Script::Flaky(2))
+        },
+    },
+    Dimension {
         name: "a lost claim on a row whose every send fails: its attempts run out",
         reached: |w| w.entries.iter().any(|e| e.lost && e.script == Script::Dead),
     },
@@ -2303,6 +2491,20 @@ impl Explorer for Generated {
     /// lost: a fault's timing may rightly let one of them through.
     fn dead_letters_may_arrive(&self) -> bool {
         true
+    }
+
+    /// A row at its attempts' edge may rightly end a dead letter when a
+    /// crash or a failing commit of `dispatch` stranded its claim once
+    /// more: the sweep charges each lost claim.
+    fn spent_on_lost_claims(&self, workload: &Workload, subject: &str, history: &History) -> bool {
+        workload.entries.iter().any(|e| {
+            e.label() == subject
+                && history.spent_on_lost_claims(
+                    "dispatch",
+                    (e.channel, &e.recipient(), &e.text),
+                    ATTEMPTS,
+                )
+        })
     }
 
     fn invariants(&self) -> Invariants {

@@ -2244,7 +2244,11 @@ impl Explorer for Generated {
             subject
                 .strip_prefix(&format!("{recipient}: "))
                 .is_some_and(|text| {
-                    history.spent_on_lost_claims(p.channel, &recipient, text, ATTEMPTS)
+                    history.spent_on_lost_claims(
+                        "dispatch",
+                        (p.channel, &recipient, text),
+                        ATTEMPTS,
+                    )
                 })
         })
     }

@@ -2136,7 +2136,7 @@ impl Explorer for Generated {
     /// claims enough to spend what its provider's answers left.
     fn spent_on_lost_claims(&self, world: &World, subject: &str, history: &History) -> bool {
         let spent = |channel: &str, recipient: &str, text: &str| {
-            history.spent_on_lost_claims(channel, recipient, text, ATTEMPTS)
+            history.spent_on_lost_claims("dispatch", (channel, recipient, text), ATTEMPTS)
         };
         world.notices().any(|n| {
             let m = n.member;

@@ -68,6 +68,10 @@ pub struct ProviderScript {
     /// Simulated time every send takes: the provider moves the clock on by it.
     #[serde(default)]
     pub sim_latency_ms: i64,
+    /// (recipient, ms): the simulated time a send to this recipient takes,
+    /// instead of [`ProviderScript::sim_latency_ms`].
+    #[serde(default)]
+    pub sim_latency_each: Vec<(String, i64)>,
     /// (recipient, n): the first n attempts to this recipient fail, then it works.
     #[serde(default)]
     pub flaky: Vec<(String, u32)>,

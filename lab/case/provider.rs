@@ -201,9 +201,15 @@ impl Provider {
         }
 
         let mut rec = lock(&self.recorder);
-        if self.script.sim_latency_ms > 0 {
+        let sim_latency_ms = self
+            .script
+            .sim_latency_each
+            .iter()
+            .find(|(r, _)| r == to)
+            .map_or(self.script.sim_latency_ms, |(_, ms)| *ms);
+        if sim_latency_ms > 0 {
             let began = rec.now_ms()?;
-            rec.advance(self.script.sim_latency_ms)?;
+            rec.advance(sim_latency_ms)?;
             rec.began(began);
         }
         let op = rec.op().unwrap_or("start-up").to_string();

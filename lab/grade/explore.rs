@@ -841,6 +841,7 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
     // Where each point's event is, to find the last of each kind before a
     // restart below.
     let mut at = Vec::new();
+    let again = commits_again(history);
     for (i, event) in history.events.iter().enumerate() {
         let Some(op) = event.op.as_deref() else {
             continue;
@@ -849,6 +850,7 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
             Kind::Commit => {
                 let nth = event.nth.unwrap_or(0);
                 let writes = event.writes.as_deref().unwrap_or("");
+                let before = points.len();
                 if model.crash_after_commit.contains(&op) {
                     points.push(Point {
                         injected: Injected {
@@ -873,6 +875,26 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
                         },
                         kind: format!("failing {op} commit that writes {writes}"),
                     });
+                }
+                // A crash right after the first of a call's commits is also
+                // a kind of its own: what that commit left behind, the call
+                // meant to finish with the others (an operation split
+                // across transactions), and the crash leaves it alone. The
+                // sample plays one such point of each operation and write
+                // besides. (A failing commit there ends the call as the
+                // crash does, but leaves the process running.)
+                if again[i] {
+                    let mid: Vec<Point> = points[before..]
+                        .iter()
+                        .filter(|p| p.injected.fault.is_crash())
+                        .map(|p| Point {
+                            injected: p.injected.clone(),
+                            kind: format!(
+                                "crash after the first {op}{MID_CALL}, one that writes {writes}"
+                            ),
+                        })
+                        .collect();
+                    points.extend(mid);
                 }
             }
             Kind::Send => {
@@ -923,6 +945,37 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
     }
     mark_last_before_restarts(&mut points, &at, history);
     points
+}
+
+/// How a fault after a commit that its call follows with another is told
+/// apart.
+const MID_CALL: &str = " commit that its call follows with another";
+
+/// Per event of `history`: whether it is the first commit of a call that
+/// commits again after it, in the same process.
+fn commits_again(history: &History) -> Vec<bool> {
+    let mut again = vec![false; history.events.len()];
+    // Per process: its call's first commit, and whether another followed.
+    let mut first: HashMap<u32, (usize, bool)> = HashMap::new();
+    for (i, event) in history.events.iter().enumerate() {
+        match event.kind {
+            Kind::Commit => match first.get_mut(&event.process) {
+                Some((at, followed)) if !*followed => {
+                    again[*at] = true;
+                    *followed = true;
+                }
+                Some(_) => {}
+                None => {
+                    first.insert(event.process, (i, false));
+                }
+            },
+            Kind::Send | Kind::Timeout | Kind::CommitFailed => {}
+            _ => {
+                first.remove(&event.process);
+            }
+        }
+    }
+    again
 }
 
 /// Gives the last point of each kind before a process starts (a deploy's
@@ -979,12 +1032,22 @@ fn sample(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected>
             let (first, rest): (Vec<Point>, Vec<Point>) = points
                 .into_iter()
                 .partition(|p| kinds.insert(p.kind.clone()));
-            let more = n.saturating_sub(first.len());
-            first
+            // A point may stand in two kinds: it plays once.
+            let mut chosen: Vec<Injected> = Vec::new();
+            for p in first {
+                if !chosen.contains(&p.injected) {
+                    chosen.push(p.injected);
+                }
+            }
+            let more = n.saturating_sub(chosen.len());
+            let rest: Vec<Injected> = rest
                 .into_iter()
-                .chain(rest.into_iter().take(more))
                 .map(|p| p.injected)
-                .collect()
+                .filter(|i| !chosen.contains(i))
+                .take(more)
+                .collect();
+            chosen.extend(rest);
+            chosen
         }
         _ => points.into_iter().map(|p| p.injected).collect(),
     }
@@ -1832,7 +1895,8 @@ fn judge_one<E: Explorer>(
         breaches.extend(invariants(rules, &normal, &published, false));
     }
     let points = fault_points(&model, &normal.history);
-    coverage.points = points.len();
+    // A point that stands in two kinds counts once.
+    coverage.points = points.iter().filter(|p| !p.kind.contains(MID_CALL)).count();
     let points = match faults {
         Faults::Sample(n) => sample(points, *n, seed),
         Faults::Like(first, n) => {

@@ -92,21 +92,23 @@ impl History {
     }
 
     /// Whether the claims this play stranded (each crash or failing commit
-    /// may strand one, which chapter 6's sweep charges as a lost attempt),
-    /// with the sends to `recipient` on `channel` that carry `text`, reach
-    /// `attempts`: enough to spend that message's attempts, though fewer
-    /// of them reached the provider.
+    /// of `claiming`, the operation that claims rows, may strand one, which
+    /// chapter 6's sweep charges as a lost attempt), with the sends to
+    /// `recipient` on `channel` that carry `text`, reach `attempts`: enough
+    /// to spend that message's attempts, though fewer of them reached the
+    /// provider. A crash in any other operation strands no claim: the sweep
+    /// leaves no row claimed, whatever becomes of its commits.
     pub fn spent_on_lost_claims(
         &self,
-        channel: &str,
-        recipient: &str,
-        text: &str,
+        claiming: &str,
+        (channel, recipient, text): (&str, &str, &str),
         attempts: usize,
     ) -> bool {
         let stranded = self
             .events
             .iter()
             .filter(|e| matches!(e.kind, Kind::Crash | Kind::CommitFailed))
+            .filter(|e| e.op.as_deref() == Some(claiming))
             .count();
         let sent = self
             .attempts(channel)
