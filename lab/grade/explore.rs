@@ -1024,6 +1024,26 @@ const BEFORE_A_START: &str = ", the last before a process starts";
 /// hundred claims), then others up to the budget. A scenario with more
 /// kinds than the budget plays one of each.
 fn sample(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected> {
+    // The crashes after the first of a call's commits are sampled apart,
+    // after the rest: one of each kind that the rest did not play already.
+    let (mid, points): (Vec<Point>, Vec<Point>) =
+        points.into_iter().partition(|p| p.kind.contains(MID_CALL));
+    let mut chosen = sample_kinds(points, budget, seed);
+    if budget.is_some() {
+        let mut mid = mid;
+        Rng::new(seed ^ 0x0f1a_57c0_331e).shuffle(&mut mid);
+        let mut kinds = HashSet::new();
+        for p in mid {
+            if kinds.insert(p.kind.clone()) && !chosen.contains(&p.injected) {
+                chosen.push(p.injected);
+            }
+        }
+    }
+    chosen
+}
+
+/// [`sample`] of the points of every kind but the crashes mid-call.
+fn sample_kinds(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected> {
     match budget {
         Some(n) if points.len() > n => {
             let mut points = points;
@@ -1032,22 +1052,12 @@ fn sample(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected>
             let (first, rest): (Vec<Point>, Vec<Point>) = points
                 .into_iter()
                 .partition(|p| kinds.insert(p.kind.clone()));
-            // A point may stand in two kinds: it plays once.
-            let mut chosen: Vec<Injected> = Vec::new();
-            for p in first {
-                if !chosen.contains(&p.injected) {
-                    chosen.push(p.injected);
-                }
-            }
-            let more = n.saturating_sub(chosen.len());
-            let rest: Vec<Injected> = rest
+            let more = n.saturating_sub(first.len());
+            first
                 .into_iter()
+                .chain(rest.into_iter().take(more))
                 .map(|p| p.injected)
-                .filter(|i| !chosen.contains(i))
-                .take(more)
-                .collect();
-            chosen.extend(rest);
-            chosen
+                .collect()
         }
         _ => points.into_iter().map(|p| p.injected).collect(),
     }
