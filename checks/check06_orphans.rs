@@ -1852,14 +1852,7 @@ fn late_finding(played: &Played) -> Option<Finding> {
         1 => "delivered, then attempted again".to_string(),
         n => format!("delivered, then attempted {n} more times"),
     };
-    Some(Finding {
-        evidence,
-        scenario: played.scenario.name(),
-        details,
-        seed: played.scenario.seed,
-        story: played.history.events.clone(),
-        ..Default::default()
-    })
+    Some(finding(played, evidence, details))
 }
 
 /// A hung send that was its row's last attempt: the sweep takes the claim
@@ -1915,14 +1908,20 @@ fn late_dead_letter(played: &Played) -> Option<Finding> {
         (_, "FAILED") => format!("dead letter keeps {kind}, not its lost dispatcher"),
         (_, status) => format!("left {status} after its last attempt"),
     };
-    Some(Finding {
+    Some(finding(played, evidence, details))
+}
+
+/// A finding about a race: its evidence and details, told on its
+/// scenario with its whole story.
+fn finding(played: &Played, evidence: String, details: Vec<String>) -> Finding {
+    Finding {
         evidence,
-        scenario: s.name(),
+        scenario: played.scenario.name(),
         details,
-        seed: s.seed,
+        seed: played.scenario.seed,
         story: played.history.events.clone(),
         ..Default::default()
-    })
+    }
 }
 
 /// A moment of a race, on the clock of its day: "8:00 the next day" for
@@ -1979,14 +1978,11 @@ fn stray(played: &Played) -> Option<Finding> {
             said(d.outcome)
         ));
     }
-    Some(Finding {
-        evidence: format!("{} was also sent {}", first.recipient, first.channel),
-        scenario: s.name(),
+    Some(finding(
+        played,
+        format!("{} was also sent {}", first.recipient, first.channel),
         details,
-        seed: s.seed,
-        story: played.history.events.clone(),
-        ..Default::default()
-    })
+    ))
 }
 
 /// The long batch: a row dispatcher 2 delivered after the sweep handed it
@@ -2098,14 +2094,7 @@ fn late_batch(played: &Played) -> Option<Finding> {
         1 => "delivered, then attempted again".to_string(),
         n => format!("{n} delivered rows attempted again"),
     };
-    Some(Finding {
-        evidence,
-        scenario: s.name(),
-        details,
-        seed: s.seed,
-        story: played.history.events.clone(),
-        ..Default::default()
-    })
+    Some(finding(played, evidence, details))
 }
 
 /// Chapter 6's world for the explorer: chapter 5's world (one to ten people

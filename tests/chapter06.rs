@@ -119,7 +119,7 @@ fn the_reference_solution_passes_everything() {
         "this is the reference solution"
     );
     let explored = report["verdicts"][4]["evidence"].as_str().unwrap();
-    assert!(explored.starts_with("6 scenarios, "), "{explored}");
+    assert!(explored.starts_with("7 scenarios, "), "{explored}");
 }
 
 #[test]
@@ -165,8 +165,11 @@ fn a_claim_time_kept_for_the_whole_batch_sweeps_its_last_send() {
     // sends them again: the late-finisher property sees that.
     assert_eq!(pattern, "PASS FAIL FAIL PASS PASS PASS PASS PASS PASS PASS");
     assert_eq!(report["verdicts"][LIVE]["evidence"], "1 live send swept");
+    // The first scenario to show it: a slow send after other rows of its
+    // claim, or the long batch.
+    let live = scenario(&report, LIVE);
     assert!(
-        scenario(&report, LIVE).contains("sends them one by one"),
+        live.contains("sends them one by one") || live.contains("runs while dispatcher 2 does"),
         "{report}"
     );
 }
@@ -183,7 +186,7 @@ fn a_threshold_shorter_than_a_send_sweeps_a_live_send() {
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn a_sweep_that_resets_attempts_loops_on_a_poison_row() {
     let (_, pattern, report) = check(&["--no-shrink", "--variant", "sweep-resets-attempts"]);
-    assert_eq!(pattern, "FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "FAIL PASS FAIL FAIL FAIL PASS FAIL PASS PASS PASS");
     assert_eq!(
         report["verdicts"][EVENTUALLY]["evidence"],
         "8 dispatchers lost, still waiting"
@@ -211,7 +214,7 @@ fn a_threshold_of_four_minutes_sweeps_it_too() {
     // The chapter's slow send takes 4 min 50 s, and dispatcher 2's sweep
     // runs 10 s before it ends: any threshold under 4 min 40 s meets it.
     let (_, pattern, report) = check(&["--no-shrink", "--variant", "threshold-4min"]);
-    assert_eq!(pattern, "PASS FAIL PASS PASS PASS PASS PASS PASS FAIL PASS");
+    assert_eq!(pattern, "PASS FAIL PASS FAIL PASS PASS PASS PASS FAIL PASS");
     assert!(
         scenario(&report, LIVE).contains("takes 4 min 50 s"),
         "{report}"
@@ -238,7 +241,7 @@ fn counting_the_attempt_at_the_claim_breaks_chapter_5s_count() {
     // instead of 3; random batches show a row dead-lettered after three
     // 503s, before its slow fourth attempt or its poison one.
     let (code, pattern, report) = check(&["--no-shrink", "--variant", "count-at-claim"]);
-    assert_eq!(pattern, "FAIL FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern, "FAIL FAIL FAIL FAIL FAIL PASS PASS PASS PASS PASS");
     assert_eq!(code, 1);
     let agrees = details(&report, AGREES);
     assert!(
@@ -321,6 +324,18 @@ fn wrong_fixes_the_wider_batches_show_fail_their_property() {
             "PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS",
             LATE,
             "delivered, then attempted again",
+        ),
+        (
+            "renew-when-half-old",
+            "PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS",
+            LIVE,
+            "1 live send swept",
+        ),
+        (
+            "sweep-three-commits",
+            "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+            SURVIVES,
+            "2 of 74 plays",
         ),
         (
             "fence-skips-status",
