@@ -1603,10 +1603,7 @@ fn poison_waited(played: &Played) -> Option<Finding> {
 /// lost with its dispatcher, not refused or failed by the provider.
 fn poison_error(played: &Played, left: &Row) -> Option<Finding> {
     let kind = answer_kind(left.error.as_deref());
-    if !matches!(
-        kind,
-        "503" | "429" | "refused" | "no answer" | "no error kept"
-    ) {
+    if !blames_a_send(kind) {
         return None;
     }
     let s = &played.scenario;
@@ -1868,11 +1865,7 @@ fn late_dead_letter(played: &Played) -> Option<Finding> {
     let again: Vec<&&Delivery> = attempts.iter().filter(|d| d.process != FIRST).collect();
     let left = played.left(p);
     let kind = answer_kind(left.error.as_deref());
-    let rewritten = matches!(
-        kind,
-        "503" | "429" | "refused" | "no answer" | "no error kept"
-    );
-    if left.status == "FAILED" && !rewritten && again.is_empty() {
+    if left.status == "FAILED" && !blames_a_send(kind) && again.is_empty() {
         return None;
     }
     let earlier = s.failures_before_held();
@@ -1909,6 +1902,16 @@ fn late_dead_letter(played: &Played) -> Option<Finding> {
         (_, status) => format!("left {status} after its last attempt"),
     };
     Some(finding(played, evidence, details))
+}
+
+/// Whether a dead letter's error, of this [`answer_kind`], names what a
+/// provider answered (or nothing at all) where its last attempt died with
+/// its dispatcher: the sweep's dead letter must say the dispatcher was lost.
+fn blames_a_send(kind: &str) -> bool {
+    matches!(
+        kind,
+        "503" | "429" | "refused" | "no answer" | "no error kept"
+    )
 }
 
 /// A finding about a race: its evidence and details, told on its
