@@ -1272,6 +1272,12 @@ const RETRIED_FOR: i64 = 5 * MINUTE + 37 * SECOND;
 /// no earlier send in its breaker's window, and none that an open breaker
 /// would hold back.
 const TIPPED_QUIET: i64 = 2 * MINUTE;
+/// When, after a crowd whose flaky address tips its breaker open, its
+/// provider may go down, in seconds: once the breaker's wait is over (its
+/// third failure comes 35 s after the crowd), and early enough that the
+/// trouble, at most 100 s long, is over before the flaky row's last retry
+/// and leaves every later trouble of its channel its gap.
+const LATE_PROBE: (u64, u64) = (75, 180);
 /// How long a flaky or dead address's row may take: if a crash loses its
 /// first attempt, the sweep hands it back 5 to 6 minutes later, and its
 /// next two retries come 30 s and 5 min after that.
@@ -1743,49 +1749,20 @@ impl World {
             .iter()
             .any(|p| p.channel == channel && p.script == Script::Dead);
         if tip.between(0, 3) == 0 && !dead {
-            // What keeps the channel busy: each notification, with the
-            // retries of an address that fails on its own, and each
-            // trouble, from the quiet before it to its settling.
-            let busy: Vec<(i64, i64)> = world
-                .told()
-                .iter()
-                .filter(|t| world.people[t.who].channel == channel)
-                .map(|t| match world.people[t.who].script.special() {
-                    true => (t.at, t.at + RETRIED_FOR),
-                    false => (t.at, t.at),
-                })
-                .chain(
-                    world
-                        .troubles()
-                        .filter(|t| t.channel == channel)
-                        .map(|t| (t.from - QUIET_BEFORE, t.to + SETTLING)),
-                )
-                .collect();
-            // The earliest time, at the start or after something busy,
-            // whose crowd and retries keep clear of everything busy.
             let jitter = tip.between(0, 30) as i64 * SECOND;
-            let fits = |at: i64| {
-                let (from, to) = (at - TIPPED_QUIET, at + RETRIED_FOR + TIPPED_QUIET);
-                busy.iter().all(|&(a, b)| b < from || a > to)
-            };
-            let at = std::iter::once(0)
-                .chain(busy.iter().map(|&(_, b)| b))
-                .map(|after| after + TIPPED_QUIET + jitter)
-                .filter(|&at| fits(at))
-                .min()
-                .unwrap_or_default();
+            let at = world.quiet_slot(channel, TIPPED_QUIET, RETRIED_FOR + TIPPED_QUIET, jitter);
             let fine: Vec<usize> = (0..world.people.len())
                 .filter(|&i| {
                     let p = &world.people[i];
                     p.channel == channel && p.script == Script::Fine
                 })
                 .collect();
-            let crowd = [*tip.pick(&fine), *tip.pick(&fine)];
+            let two = [*tip.pick(&fine), *tip.pick(&fine)];
             let flaky = text();
             let stretch = world.stretches.len();
             world.tell_newcomer(&names, channel, Script::Flaky(3), flaky, |_| at);
             let added = world.stretches.len() > stretch;
-            for who in crowd.into_iter().filter(|_| added) {
+            for who in two.into_iter().filter(|_| added) {
                 let told = Told {
                     at,
                     who,
@@ -1793,6 +1770,97 @@ impl World {
                 };
                 let place = tip.between(0, world.stretches[stretch].told.len() as u64) as usize;
                 world.stretches[stretch].told.insert(place, told);
+            }
+            // Half of those see their provider go down while the breaker
+            // is open with nothing due, before the flaky row's last retry:
+            // the first of the trouble's backlog is a probe that goes out
+            // late, long after the wait ended, and fails, so the breaker
+            // must wait its whole 30 s again from that failure.
+            if added && tip.between(0, 1) == 0 {
+                let from = at + tip.between(LATE_PROBE.0, LATE_PROBE.1) as i64 * SECOND;
+                let trouble = Trouble {
+                    channel,
+                    from,
+                    to: from + tip.between(35, 100) as i64 * SECOND,
+                    hang: tip.between(0, 2) == 0,
+                };
+                let pool = crowd(&world, channel, !trouble.hang);
+                let told = (0..tip.between(3, 8))
+                    .map(|_| Told {
+                        at: from,
+                        who: *tip.pick(&pool),
+                        text: text(),
+                    })
+                    .collect();
+                world.stretches.push(Stretch {
+                    trouble: Some(trouble),
+                    told,
+                });
+            }
+        }
+        // One world in four has a crowd on a working provider whose
+        // failures outnumber its deliveries but not its deliveries and
+        // refusals together: addresses that fail once each, one or two
+        // more than the addresses it delivers to, among addresses it
+        // refuses or slows down. A refusal or a 429 is a send that did not
+        // fail, so the breaker stays closed and the failures are retried
+        // 5 s later; a breaker that leaves answers out of its window sees
+        // mostly failures. Drawn from a stream of its own, in a quiet
+        // stretch of its channel.
+        // Not on a channel with an address that always fails, for the
+        // reason above.
+        let mut mixed = Rng::new(seed ^ 0x0707_4e75_5e15);
+        let channel = *mixed.pick(&["email", "push"]);
+        let dead = world
+            .people
+            .iter()
+            .any(|p| p.channel == channel && p.script == Script::Dead);
+        if mixed.between(0, 3) == 0 && !dead {
+            let delivered = mixed.between(1, 2);
+            let failing = delivered + mixed.between(1, 2);
+            let answered = failing - delivered + 1 + mixed.between(0, 1);
+            let jitter = mixed.between(0, 30) as i64 * SECOND;
+            let at = world.quiet_slot(channel, TIPPED_QUIET, 2 * MINUTE, jitter);
+            let fine: Vec<usize> = (0..world.people.len())
+                .filter(|&i| {
+                    let p = &world.people[i];
+                    p.channel == channel && p.script == Script::Fine
+                })
+                .collect();
+            let mut answering: Vec<usize> = (0..delivered).map(|_| *mixed.pick(&fine)).collect();
+            for _ in 0..answered {
+                let script = *mixed.pick(&[Script::Refused, Script::Limited(1)]);
+                answering.extend(world.newcomer(&names, channel, script));
+            }
+            mixed.shuffle(&mut answering);
+            let failures: Vec<usize> = (0..failing)
+                .filter_map(|_| world.newcomer(&names, channel, Script::Flaky(1)))
+                .collect();
+            // Only when there were names enough for the whole crowd. It
+            // lands in this order, which is the order of its sends, either
+            // way round: a failure after each answer, and an answer last,
+            // so that failures are never more than half of the sends so
+            // far, at any send.
+            if (answering.len() + failures.len()) as u64 == delivered + failing + answered {
+                let mut answers = answering.into_iter();
+                let mut who: Vec<usize> = Vec::new();
+                for failure in failures {
+                    who.extend(answers.next());
+                    who.push(failure);
+                }
+                who.extend(answers);
+                let told = who
+                    .into_iter()
+                    .map(|who| Told {
+                        at,
+                        who,
+                        text: text(),
+                    })
+                    .collect();
+                world.stretches.push(Stretch {
+                    trouble: None,
+                    told,
+                });
             }
         }
         // One world in six ends with a poison message (chapter 6):
@@ -1867,6 +1935,35 @@ impl World {
             script,
         });
         Some(self.people.len() - 1)
+    }
+
+    /// The earliest time on `channel`, at the start or after something
+    /// busy there, then `jitter` later, with nothing busy from `before` it
+    /// to `after` it. Busy are each notification, with the retries of an
+    /// address that fails on its own, and each trouble, from the quiet
+    /// before it to its settling.
+    fn quiet_slot(&self, channel: &str, before: i64, after: i64, jitter: i64) -> i64 {
+        let busy: Vec<(i64, i64)> = self
+            .told()
+            .iter()
+            .filter(|t| self.people[t.who].channel == channel)
+            .map(|t| match self.people[t.who].script.special() {
+                true => (t.at, t.at + RETRIED_FOR),
+                false => (t.at, t.at),
+            })
+            .chain(
+                self.troubles()
+                    .filter(|t| t.channel == channel)
+                    .map(|t| (t.from - QUIET_BEFORE, t.to + SETTLING)),
+            )
+            .collect();
+        let fits = |at: i64| busy.iter().all(|&(a, b)| b < at - before || a > at + after);
+        std::iter::once(0)
+            .chain(busy.iter().map(|&(_, b)| b))
+            .map(|end| end + before + jitter)
+            .filter(|&at| fits(at))
+            .min()
+            .unwrap_or_default()
     }
 
     fn troubles(&self) -> impl Iterator<Item = &Trouble> {
@@ -2198,6 +2295,42 @@ const DIMENSIONS: &[Dimension<World>] = &[
                             || s.told.iter().any(|t| std::ptr::eq(t, *o))
                             || !(first.at - TIPPED_QUIET..first.at + RETRIED_FOR).contains(&o.at)
                     })
+            })
+        },
+    },
+    Dimension {
+        name: "a provider that goes down while its breaker is open with nothing due: the probe goes out late, into the trouble",
+        reached: |w| {
+            backlogs(w).any(|(t, _)| {
+                w.stretches.iter().any(|s| {
+                    s.trouble.is_none()
+                        && s.told.len() == 3
+                        && s.told.iter().any(|o| {
+                            let p = &w.people[o.who];
+                            let (early, late) = LATE_PROBE;
+                            p.channel == t.channel
+                                && p.script == Script::Flaky(3)
+                                && (o.at + early as i64 * SECOND..=o.at + late as i64 * SECOND)
+                                    .contains(&t.from)
+                        })
+                })
+            })
+        },
+    },
+    Dimension {
+        name: "a crowd on a working provider whose failures outnumber its deliveries, but not its deliveries and refusals together",
+        reached: |w| {
+            w.stretches.iter().any(|s| {
+                let count = |f: fn(Script) -> bool| {
+                    s.told.iter().filter(|t| f(w.people[t.who].script)).count()
+                };
+                let failed = count(|s| s == Script::Flaky(1));
+                let delivered = count(|s| s == Script::Fine);
+                let answered = count(Script::answers_4xx);
+                s.trouble.is_none()
+                    && failed + delivered >= BREAKER.opens_after
+                    && failed > delivered
+                    && failed < delivered + answered
             })
         },
     },

@@ -326,6 +326,19 @@ pub struct Recorder {
     limited: bool,
     op: Option<String>,
     subject: Option<String>,
+    /// A commit SQLite has accepted and the world has not recorded yet
+    /// (see [`Recorder::hold_commit`]).
+    held: Option<Held>,
+}
+
+/// A commit waiting to be recorded: its operation, its number, what its
+/// transaction wrote, when, and whether the process aborts right after it.
+struct Held {
+    op: Option<String>,
+    nth: u32,
+    writes: String,
+    at_ms: i64,
+    crash: bool,
 }
 
 impl Recorder {
@@ -339,7 +352,54 @@ impl Recorder {
             limited: false,
             op: None,
             subject: None,
+            held: None,
         })
+    }
+
+    /// Holds a commit of the running operation until it reaches the
+    /// database file ([`Recorder::flush_commit`], from SQLite's
+    /// write-ahead-log hook), and records the one held before, if it never
+    /// got there. A commit whose writes changed no page (an update that
+    /// sets what was there) never reaches the file, and is a commit all
+    /// the same: it is recorded when the process's next event is, so a
+    /// fault can strike it like any other. A commit that wrote nothing at
+    /// all (a claim that found no row) is left out.
+    pub(crate) fn hold_commit(&mut self, nth: u32, writes: &str, crash: bool) {
+        let _ = self.settle_held();
+        self.held = Some(Held {
+            op: self.op.clone(),
+            nth,
+            writes: writes.to_string(),
+            at_ms: self.clock.now(),
+            crash,
+        });
+    }
+
+    /// Records the held commit, if there is one, as of when it was made;
+    /// and aborts the process there when the fault says to crash after it.
+    pub(crate) fn flush_commit(&mut self) -> Result<()> {
+        let Some(held) = self.held.take() else {
+            return Ok(());
+        };
+        let text = format!(
+            "{} commit {}",
+            held.op.as_deref().unwrap_or("start-up"),
+            held.nth
+        );
+        let op = std::mem::replace(&mut self.op, held.op);
+        let recorded = self.insert_event(Kind::Commit, Some(held.nth), &text, None, held.at_ms);
+        let recorded = recorded.and_then(|_| {
+            self.conn
+                .prepare_cached("UPDATE events SET writes = ?1 WHERE seq = last_insert_rowid()")
+                .and_then(|mut update| update.execute([&held.writes]))
+                .context("could not record an event in the world")
+        });
+        if held.crash {
+            let _ = self.insert_event(Kind::Crash, None, "process aborted", None, held.at_ms);
+            std::process::abort();
+        }
+        self.op = op;
+        recorded.map(|_| ())
     }
 
     /// Sets the operation (and who it is about) that later events belong to.
@@ -356,17 +416,6 @@ impl Recorder {
     /// Records an event of the current operation.
     pub fn event(&mut self, kind: Kind, nth: Option<u32>, text: &str) -> Result<()> {
         self.timed_event(kind, nth, text, None)
-    }
-
-    /// Records a commit that reached the database: the `nth` of the running
-    /// operation, and what its transaction wrote.
-    pub fn commit(&mut self, nth: u32, text: &str, writes: &str) -> Result<()> {
-        self.event(Kind::Commit, Some(nth), text)?;
-        self.conn
-            .prepare_cached("UPDATE events SET writes = ?1 WHERE seq = last_insert_rowid()")
-            .and_then(|mut update| update.execute([writes]))
-            .context("could not record an event in the world")?;
-        Ok(())
     }
 
     /// Records an event of the current operation about `subject` (an email
@@ -392,6 +441,27 @@ impl Recorder {
         text: &str,
         elapsed_us: Option<u64>,
     ) -> Result<()> {
+        self.settle_held()?;
+        self.insert_event(kind, nth, text, elapsed_us, self.clock.now())
+    }
+
+    /// Records a held commit with writes, which came before whatever comes
+    /// now; drops one without any (see [`Recorder::hold_commit`]).
+    fn settle_held(&mut self) -> Result<()> {
+        if self.held.as_ref().is_some_and(|h| h.writes.is_empty()) {
+            self.held = None;
+        }
+        self.flush_commit()
+    }
+
+    fn insert_event(
+        &mut self,
+        kind: Kind,
+        nth: Option<u32>,
+        text: &str,
+        elapsed_us: Option<u64>,
+        at_ms: i64,
+    ) -> Result<()> {
         self.conn
             .prepare_cached(
                 "INSERT INTO events (process, lane, kind, op, nth, subject, text, elapsed, at_ms)
@@ -407,7 +477,7 @@ impl Recorder {
                     self.subject,
                     text,
                     elapsed_us.map(|us| us as i64),
-                    self.clock.now()
+                    at_ms
                 ])
             })
             .context("could not record an event in the world")?;

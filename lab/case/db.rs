@@ -61,7 +61,6 @@ impl Db {
         let tracker = Arc::new(Mutex::new(Tracker {
             fault,
             counts: HashMap::new(),
-            pending: None,
             writes: BTreeSet::new(),
         }));
 
@@ -108,11 +107,15 @@ impl Db {
                         Some(nth),
                         &format!("{op} commit {nth} fails, rolled back"),
                     );
-                    track.pending = None;
                 } else {
                     let writes: Vec<String> =
                         std::mem::take(&mut track.writes).into_iter().collect();
-                    track.pending = Some((op, nth, writes.join(", ")));
+                    let crash = track.fault
+                        == Some(Fault::CrashAfterCommit {
+                            op: op.clone(),
+                            nth,
+                        });
+                    rec.hold_commit(nth, &writes.join(", "), crash);
                 }
                 fail
             }))
@@ -120,15 +123,7 @@ impl Db {
 
         self.conn
             .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
-                let mut rec = lock(&recorder);
-                let mut track = lock(&tracker);
-                if let Some((op, nth, writes)) = track.pending.take() {
-                    let _ = rec.commit(nth, &format!("{op} commit {nth}"), &writes);
-                    if track.fault == Some(Fault::CrashAfterCommit { op, nth }) {
-                        let _ = rec.event(Kind::Crash, None, "process aborted");
-                        std::process::abort();
-                    }
-                }
+                let _ = lock(&recorder).flush_commit();
                 if pages >= CHECKPOINT_PAGES {
                     wal.checkpoint()?;
                 }
@@ -141,8 +136,6 @@ impl Db {
 struct Tracker {
     fault: Option<Fault>,
     counts: HashMap<String, u32>,
-    /// The commit SQLite is writing: its operation, its number, what it wrote.
-    pending: Option<(String, u32, String)>,
     /// What the open transaction has written so far.
     writes: BTreeSet<String>,
 }

@@ -842,6 +842,7 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
     // restart below.
     let mut at = Vec::new();
     let again = commits_again(history);
+    let fails_next = before_a_failed_send(history);
     for (i, event) in history.events.iter().enumerate() {
         let Some(op) = event.op.as_deref() else {
             continue;
@@ -883,6 +884,22 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
                 // sample plays one such point of each operation and write
                 // besides. (A failing commit there ends the call as the
                 // crash does, but leaves the process running.)
+                // A failing commit right before a send its provider fails
+                // is one more kind, with the same reason: an operation that
+                // readies in memory what that send is to settle (a probe
+                // let out, a counter, a flag) and loses it to the error.
+                // (A crash there forgets the memory with the rest.)
+                if fails_next[i] {
+                    let failing: Vec<Point> = points[before..]
+                        .iter()
+                        .filter(|p| !p.injected.fault.is_crash())
+                        .map(|p| Point {
+                            injected: p.injected.clone(),
+                            kind: format!("failing {op}{BEFORE_A_FAILED_SEND}"),
+                        })
+                        .collect();
+                    points.extend(failing);
+                }
                 if again[i] {
                     let mid: Vec<Point> = points[before..]
                         .iter()
@@ -950,6 +967,32 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
 /// How a fault after a commit that its call follows with another is told
 /// apart.
 const MID_CALL: &str = " commit that its call follows with another";
+
+/// How a failing commit right before a failed send is told apart.
+const BEFORE_A_FAILED_SEND: &str = " commit right before a send its provider fails";
+
+/// Whether a point's kind is one [`sample`] plays apart, after the others.
+fn apart(kind: &str) -> bool {
+    kind.contains(MID_CALL) || kind.contains(BEFORE_A_FAILED_SEND)
+}
+
+/// Per event of `history`: whether it is a commit whose process's next
+/// event is a send the provider failed (a 5xx, no answer, a 429).
+fn before_a_failed_send(history: &History) -> Vec<bool> {
+    let events = &history.events;
+    let mut marked = vec![false; events.len()];
+    // Per process: its latest commit, while nothing else of it followed.
+    let mut last: HashMap<u32, usize> = HashMap::new();
+    for (i, event) in events.iter().enumerate() {
+        if let Some(at) = last.remove(&event.process) {
+            marked[at] = event.kind == Kind::Send && event.text.contains("provider failed");
+        }
+        if event.kind == Kind::Commit {
+            last.insert(event.process, i);
+        }
+    }
+    marked
+}
 
 /// Per event of `history`: whether it is the first commit of a call that
 /// commits again after it, in the same process.
@@ -1024,25 +1067,30 @@ const BEFORE_A_START: &str = ", the last before a process starts";
 /// hundred claims), then others up to the budget. A scenario with more
 /// kinds than the budget plays one of each.
 fn sample(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected> {
-    // The crashes after the first of a call's commits are sampled apart,
-    // after the rest: one of each kind that the rest did not play already.
-    let (mid, points): (Vec<Point>, Vec<Point>) =
-        points.into_iter().partition(|p| p.kind.contains(MID_CALL));
+    // The crashes after the first of a call's commits, then the failing
+    // commits right before a failed send, are sampled apart, after the
+    // rest: one of each kind that those before did not play already.
+    let (apart, points): (Vec<Point>, Vec<Point>) =
+        points.into_iter().partition(|p| apart(&p.kind));
+    let (mid, before_failures): (Vec<Point>, Vec<Point>) =
+        apart.into_iter().partition(|p| p.kind.contains(MID_CALL));
     let mut chosen = sample_kinds(points, budget, seed);
     if budget.is_some() {
-        let mut mid = mid;
-        Rng::new(seed ^ 0x0f1a_57c0_331e).shuffle(&mut mid);
-        let mut kinds = HashSet::new();
-        for p in mid {
-            if kinds.insert(p.kind.clone()) && !chosen.contains(&p.injected) {
-                chosen.push(p.injected);
+        for (group, mix) in [(mid, 0x0f1a_57c0_331e), (before_failures, 0x0bef_0e_fa11)] {
+            let mut group = group;
+            Rng::new(seed ^ mix).shuffle(&mut group);
+            let mut kinds = HashSet::new();
+            for p in group {
+                if kinds.insert(p.kind.clone()) && !chosen.contains(&p.injected) {
+                    chosen.push(p.injected);
+                }
             }
         }
     }
     chosen
 }
 
-/// [`sample`] of the points of every kind but the crashes mid-call.
+/// [`sample`] of the points of every kind but those it plays apart.
 fn sample_kinds(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected> {
     match budget {
         Some(n) if points.len() > n => {
@@ -1421,13 +1469,23 @@ fn judges_one_probe(rules: &Invariants) -> bool {
 /// the same dispatcher on the same channel (see [`Invariants::one_probe`]).
 ///
 /// Which send was a probe, the provider's side tells without the case's
-/// numbers: one that ends a silence of its dispatcher on its channel of at
-/// least the breaker's wait (less a wake-up), during which a message of
-/// that channel waited, never tried, for longer than `held` (how soon a
-/// closed breaker lets a waiting message out). Only an open breaker holds a
-/// due message back that long, and from an open breaker the first send is
-/// the probe. A probe that failed (a 503 or no answer; a 429 is the
-/// provider answering) opens it again for the whole wait.
+/// numbers, in one of two ways. A message of its channel waited, never
+/// tried, for longer than `held` (how soon a closed breaker lets a waiting
+/// message out), and either:
+/// - the send ends a silence of its dispatcher on its channel of at least
+///   the breaker's wait (less a wake-up), during which that message waited:
+///   only an open breaker holds a due message back that long, and from an
+///   open breaker the first send is the probe; or
+/// - the send went out alone, its dispatcher sending nothing else on its
+///   channel at that moment, while the message was already due, and the
+///   message still waited, never tried, `held` after the send: a closed
+///   breaker sends every due row it claims at once, and would have sent the
+///   message within `held`, so after that send the breaker was open. This
+///   is the probe that goes out late, because nothing was due when the wait
+///   ended.
+///
+/// A probe that failed (a 503 or no answer; a 429 is the provider
+/// answering) opens the breaker again for the whole wait.
 fn after_a_failed_probe(
     breaker: Breaker,
     held: i64,
@@ -1450,26 +1508,36 @@ fn after_a_failed_probe(
         processes.dedup();
         'process: for process in processes {
             let own: Vec<&&Delivery> = attempts.iter().filter(|d| d.process == process).collect();
-            for k in 1..own.len().saturating_sub(1) {
-                let (before, probe, next) = (own[k - 1], own[k], own[k + 1]);
+            for k in 0..own.len().saturating_sub(1) {
+                let (probe, next) = (own[k], own[k + 1]);
                 if probe.outcome != Outcome::Failed || probe.limited {
                     continue;
                 }
-                if probe.began_ms - before.at_ms < wait || next.began_ms - probe.at_ms >= wait {
+                if next.began_ms - probe.at_ms >= wait {
                     continue;
                 }
                 // What the breaker held back, another message than the
                 // probe's own when there is one.
-                let held_back = published
+                let waiting = |p: &&Published, since: i64, until: i64| {
+                    p.channel == channel && p.at <= since && first_try(p).is_none_or(|t| t >= until)
+                };
+                let own_message =
+                    |p: &Published| p.recipient == probe.recipient && p.body == probe.body;
+                let silent = k > 0 && probe.began_ms - own[k - 1].at_ms >= wait;
+                let after_silence = published
                     .iter()
-                    .filter(|p| {
-                        p.channel == channel
-                            && p.at + held <= probe.began_ms
-                            && first_try(p).is_none_or(|t| t >= probe.began_ms)
-                    })
-                    .min_by_key(|p| (p.recipient == probe.recipient && p.body == probe.body, p.at));
-                let Some(waited) = held_back else {
-                    continue;
+                    .filter(|p| silent && waiting(p, probe.began_ms - held, probe.began_ms))
+                    .min_by_key(|p| (own_message(p), p.at));
+                let alone = own.iter().filter(|d| d.began_ms == probe.began_ms).count() == 1;
+                let left_waiting = published
+                    .iter()
+                    .filter(|p| alone && waiting(p, probe.began_ms, probe.at_ms + held))
+                    .filter(|p| !own_message(p))
+                    .min_by_key(|p| p.at);
+                let (waited, since) = match (after_silence, left_waiting) {
+                    (Some(p), _) => (p, p.at.max(own[k - 1].at_ms)),
+                    (None, Some(p)) => (p, p.at),
+                    (None, None) => continue,
                 };
                 lines.push(format!(
                     "the {channel} probe to {} failed at {}, yet the same dispatcher sent to {} {} later, not {}: a failed probe keeps the breaker open (it had held {}'s message back since {})",
@@ -1479,7 +1547,7 @@ fn after_a_failed_probe(
                     span(next.began_ms - probe.at_ms),
                     span(breaker.probe_after),
                     waited.recipient,
-                    clock(waited.at.max(before.at_ms)),
+                    clock(since),
                 ));
                 continue 'process;
             }
@@ -1906,7 +1974,7 @@ fn judge_one<E: Explorer>(
     }
     let points = fault_points(&model, &normal.history);
     // A point that stands in two kinds counts once.
-    coverage.points = points.iter().filter(|p| !p.kind.contains(MID_CALL)).count();
+    coverage.points = points.iter().filter(|p| !apart(&p.kind)).count();
     let points = match faults {
         Faults::Sample(n) => sample(points, *n, seed),
         Faults::Like(first, n) => {
