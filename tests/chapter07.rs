@@ -673,3 +673,32 @@ fn a_hand_back_fenced_by_status_alone_takes_a_row_another_dispatcher_is_sending(
         "{late}"
     );
 }
+
+/// Wrong fixes that only the generated worlds' wider ranges show: a crowd
+/// on a working provider whose failures outnumber its deliveries but not
+/// its answers, and a provider that goes down while a breaker is open with
+/// nothing due, so that its probe goes out late.
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn wrong_fixes_the_wider_generated_worlds_show() {
+    for (name, want, says) in [
+        // Refusals and 429s left out: the crowd's failures open the
+        // breaker, and their retries wait for its probe.
+        (
+            "answers-left-out",
+            vec![AGREES, CLOSES],
+            "attempts failed, sent 30 s later (the reference: attempts failed, sent 5 s later)",
+        ),
+        // The late probe fails, and the next wake-up probes again.
+        (
+            "reopen-from-opening",
+            vec![ONE_PROBE],
+            "a failed probe keeps the breaker open",
+        ),
+    ] {
+        let (report, _) = variant(name);
+        assert_eq!(failed(&report), want, "{name}");
+        let got = said(&report, want[0]);
+        assert!(got.contains(says), "{name}: {got}");
+    }
+}

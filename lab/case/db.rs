@@ -31,6 +31,9 @@ pub const DURABLE: &str = "
     PRAGMA foreign_keys = ON;
 ";
 
+/// Prepared statements a service database keeps for reuse.
+const STATEMENTS_KEPT: usize = 64;
+
 /// Pages in the write-ahead log before the lab checkpoints it, as SQLite's default does.
 const CHECKPOINT_PAGES: i32 = 1000;
 
@@ -53,6 +56,9 @@ impl Db {
         // the same plan.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .with_context(|| format!("could not set up the database {}", path.display()))?;
+        // Room for every statement a case runs again and again (see
+        // [`Db::execute`]).
+        conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
         Ok(Db { conn })
     }
 
@@ -144,6 +150,34 @@ struct Tracker {
 /// record what happened.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Db {
+    /// Runs one statement, as [`Connection::execute`] does, from the
+    /// connection's cache of prepared statements: a statement the service
+    /// runs on every wake-up is parsed once per process, not once per run.
+    /// The statement, its parameters, its answer and its errors are the
+    /// same.
+    pub fn execute<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.conn.prepare_cached(sql)?.execute(params)
+    }
+
+    /// Prepares a statement, as [`Connection::prepare`] does, from the
+    /// cache of prepared statements (see [`Db::execute`]). What it gives
+    /// dereferences to a rusqlite `Statement`.
+    pub fn prepare(&self, sql: &str) -> rusqlite::Result<rusqlite::CachedStatement<'_>> {
+        self.conn.prepare_cached(sql)
+    }
+
+    /// Runs one query for one row, as [`Connection::query_row`] does, from
+    /// the cache of prepared statements (see [`Db::execute`]).
+    pub fn query_row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.conn.prepare_cached(sql)?.query_row(params, f)
+    }
 }
 
 impl Deref for Db {
