@@ -447,7 +447,7 @@ impl Recorder {
 
     /// Records a held commit with writes, which came before whatever comes
     /// now; drops one without any (see [`Recorder::hold_commit`]).
-    fn settle_held(&mut self) -> Result<()> {
+    pub(crate) fn settle_held(&mut self) -> Result<()> {
         if self.held.as_ref().is_some_and(|h| h.writes.is_empty()) {
             self.held = None;
         }
@@ -491,6 +491,7 @@ impl Recorder {
 
     /// Moves the simulated clock forward by `ms` milliseconds.
     pub fn advance(&mut self, ms: i64) -> Result<()> {
+        self.settle_held()?;
         self.clock.advance(ms);
         Ok(())
     }
@@ -510,8 +511,6 @@ impl Recorder {
         self.attempt_with_html(channel, recipient, body, None, key, refused)
     }
 
-    /// Records one send attempt as [`Recorder::attempt`] does, with the
-    /// HTML body an email carried besides its text.
     /// Notes that the next send recorded began at simulated time `at`,
     /// before the provider took its time over it.
     pub fn began(&mut self, at: i64) {
@@ -525,6 +524,8 @@ impl Recorder {
         self.limited = true;
     }
 
+    /// Records one send attempt as [`Recorder::attempt`] does, with the
+    /// HTML body an email carried besides its text.
     pub fn attempt_with_html(
         &mut self,
         channel: &str,
@@ -534,6 +535,7 @@ impl Recorder {
         key: Option<&str>,
         refused: Option<Outcome>,
     ) -> Result<Outcome> {
+        self.settle_held()?;
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -623,6 +625,7 @@ impl Recorder {
     }
 
     fn record_moment(&mut self, process: u32, what: &str) -> Result<()> {
+        self.settle_held()?;
         self.conn
             .prepare_cached("INSERT INTO moments (process, what) VALUES (?1, ?2)")
             .and_then(|mut insert| insert.execute(params![process, what]))

@@ -159,6 +159,9 @@ impl Provider {
         html: Option<&str>,
         key: Option<&str>,
     ) -> Result<(), SendError> {
+        // A commit the world holds comes before the send: a crash right
+        // after it strikes before the request leaves.
+        lock(&self.recorder).settle_held()?;
         let in_op = match &self.script.hold_op {
             None => true,
             Some(op) => lock(&self.recorder).op() == Some(op.as_str()),
