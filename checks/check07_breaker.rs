@@ -1744,10 +1744,7 @@ impl World {
         // Not on a channel with an address that always fails: a crash may
         // hand its retries back late, into the open breaker, whose probes
         // would then find it for ever.
-        let dead = world
-            .people
-            .iter()
-            .any(|p| p.channel == channel && p.script == Script::Dead);
+        let dead = world.has_dead(channel);
         if tip.between(0, 3) == 0 && !dead {
             let jitter = tip.between(0, 30) as i64 * SECOND;
             let at = world.quiet_slot(channel, TIPPED_QUIET, RETRIED_FOR + TIPPED_QUIET, jitter);
@@ -1811,10 +1808,7 @@ impl World {
         // reason above.
         let mut mixed = Rng::new(seed ^ 0x0707_4e75_5e15);
         let channel = *mixed.pick(&["email", "push"]);
-        let dead = world
-            .people
-            .iter()
-            .any(|p| p.channel == channel && p.script == Script::Dead);
+        let dead = world.has_dead(channel);
         if mixed.between(0, 3) == 0 && !dead {
             let delivered = mixed.between(1, 2);
             let failing = delivered + mixed.between(1, 2);
@@ -1935,6 +1929,13 @@ impl World {
             script,
         });
         Some(self.people.len() - 1)
+    }
+
+    /// Whether someone on `channel` has an address that always fails.
+    fn has_dead(&self, channel: &str) -> bool {
+        self.people
+            .iter()
+            .any(|p| p.channel == channel && p.script == Script::Dead)
     }
 
     /// The earliest time on `channel`, at the start or after something

@@ -147,7 +147,7 @@ fn the_reference_solution_passes_everything() {
     let agrees = report["verdicts"][AGREES]["evidence"].as_str().unwrap();
     assert_eq!(agrees, "this is the reference solution");
     let evidence = report["verdicts"][SURVIVES]["evidence"].as_str().unwrap();
-    assert!(evidence.starts_with("12 scenarios, "), "{evidence}");
+    assert!(evidence.starts_with("13 scenarios, "), "{evidence}");
 }
 
 /// A correct alternative the chapter's rules leave free must pass, the
@@ -214,7 +214,7 @@ fn an_open_breaker_that_charges_attempts_still_dead_letters() {
     // by failing them lets a send through right after a failed probe.
     assert_eq!(
         pattern,
-        "FAIL FAIL PASS PASS PASS PASS FAIL PASS PASS PASS PASS FAIL FAIL PASS PASS PASS"
+        "FAIL FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS PASS FAIL FAIL PASS PASS PASS"
     );
 }
 
@@ -274,7 +274,7 @@ fn a_breaker_that_counts_refusals_opens_on_a_bounce_burst() {
     // Generated refusals open it too: the rows behind them wait.
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS FAIL PASS PASS PASS FAIL PASS FAIL PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS"
     );
     let scenario = report["verdicts"][3]["scenario"].as_str().unwrap();
     assert!(scenario.starts_with("bounces and hiccups"), "{scenario}");
@@ -301,7 +301,7 @@ fn a_breaker_that_opens_on_three_in_a_row_delays_a_few_hiccups() {
     let (report, pattern) = variant("consecutive-3");
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS PASS PASS"
     );
     assert!(said(&report, 3).contains("published at 2:00"), "{report}");
 }
@@ -312,7 +312,7 @@ fn a_breaker_that_opens_at_exactly_half_delays_a_few_hiccups() {
     let (report, pattern) = variant("half-is-enough");
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS"
     );
     assert!(said(&report, 3).contains("9 of 12 emails"), "{report}");
 }
@@ -323,12 +323,17 @@ fn a_breaker_that_counts_failures_alone_shuts_a_working_channel() {
     let (report, pattern) = variant("failure-count-trips");
     // Several addresses that fail on their own share a busy minute: five
     // failures among more successes open the breaker, and a flaky row's
-    // retry waits out its 30 s instead of 5 s.
+    // retry waits out its 30 s instead of 5 s, or a message told just
+    // after waits for the probe.
     assert_eq!(
         pattern,
         "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
-    assert!(said(&report, AGREES).contains("30 s later"), "{report}");
+    let agrees = said(&report, AGREES);
+    assert!(
+        agrees.contains("30 s later") || agrees.contains("s after it was told"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -541,7 +546,7 @@ fn a_breaker_that_only_a_delivered_probe_closes_holds_a_provider_that_answers() 
     let (report, pattern) = variant("probe-needs-delivery");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS FAIL PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS"
     );
     assert_held_back(&report);
 }
@@ -612,7 +617,7 @@ fn wrong_fixes_the_wider_random_batches_show() {
         // generated 429 is an answer the breaker then ignores.
         (
             "rate-limits-count",
-            vec![3, CLOSES],
+            vec![3, AGREES, CLOSES],
             "random batch (seed 2)",
         ),
         (
@@ -644,7 +649,7 @@ fn a_sweep_that_gives_up_on_the_third_lost_attempt_dead_letters_too_soon() {
     let (report, pattern) = variant("sweep-gives-up-early");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     let agrees = said(&report, AGREES);
     assert!(

@@ -167,7 +167,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
     ),
     (
         "withdrawn-as-failed",
-        "FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+        "FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS PASS",
     ),
     (
         "alert-withdrawn-by-opt-out",

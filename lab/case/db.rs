@@ -11,6 +11,9 @@
 //!   real error (`SQLITE_CONSTRAINT_COMMITHOOK`);
 //! - the write-ahead-log hook runs once the commit is in the log file, and
 //!   there a crash aborts the process: no destructor, no flush, no catch.
+//!   A commit whose writes changed no page (an update that sets what was
+//!   there) never reaches the log file; the world records it, and a crash
+//!   after it strikes, before the process does anything else it can see.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};

@@ -1076,7 +1076,7 @@ fn sample(points: Vec<Point>, budget: Option<usize>, seed: u64) -> Vec<Injected>
         apart.into_iter().partition(|p| p.kind.contains(MID_CALL));
     let mut chosen = sample_kinds(points, budget, seed);
     if budget.is_some() {
-        for (group, mix) in [(mid, 0x0f1a_57c0_331e), (before_failures, 0x0bef_0e_fa11)] {
+        for (group, mix) in [(mid, 0x0f1a_57c0_331e), (before_failures, 0x000b_ef0e_fa11)] {
             let mut group = group;
             Rng::new(seed ^ mix).shuffle(&mut group);
             let mut kinds = HashSet::new();
