@@ -877,18 +877,12 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
                         kind: format!("failing {op} commit that writes {writes}"),
                     });
                 }
-                // A crash right after the first of a call's commits is also
-                // a kind of its own: what that commit left behind, the call
-                // meant to finish with the others (an operation split
-                // across transactions), and the crash leaves it alone. The
-                // sample plays one such point of each operation and write
-                // besides. (A failing commit there ends the call as the
-                // crash does, but leaves the process running.)
                 // A failing commit right before a send its provider fails
-                // is one more kind, with the same reason: an operation that
-                // readies in memory what that send is to settle (a probe
-                // let out, a counter, a flag) and loses it to the error.
-                // (A crash there forgets the memory with the rest.)
+                // is a kind of its own: an operation may ready in memory
+                // what that send is to settle (a probe let out, a counter,
+                // a flag) and lose it to the error, while the process runs
+                // on. The sample plays one such point of each operation
+                // besides. (A crash there forgets the memory with the rest.)
                 if fails_next[i] {
                     let failing: Vec<Point> = points[before..]
                         .iter()
@@ -900,6 +894,13 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
                         .collect();
                     points.extend(failing);
                 }
+                // A crash right after the first of a call's commits is also
+                // a kind of its own: what that commit left behind, the call
+                // meant to finish with the others (an operation split
+                // across transactions), and the crash leaves it alone. The
+                // sample plays one such point of each operation and write
+                // besides. (A failing commit there ends the call as the
+                // crash does, but leaves the process running.)
                 if again[i] {
                     let mid: Vec<Point> = points[before..]
                         .iter()
