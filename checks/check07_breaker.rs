@@ -1748,12 +1748,7 @@ impl World {
         if tip.between(0, 3) == 0 && !dead {
             let jitter = tip.between(0, 30) as i64 * SECOND;
             let at = world.quiet_slot(channel, TIPPED_QUIET, RETRIED_FOR + TIPPED_QUIET, jitter);
-            let fine: Vec<usize> = (0..world.people.len())
-                .filter(|&i| {
-                    let p = &world.people[i];
-                    p.channel == channel && p.script == Script::Fine
-                })
-                .collect();
+            let fine = world.fine_on(channel);
             let two = [*tip.pick(&fine), *tip.pick(&fine)];
             let flaky = text();
             let stretch = world.stretches.len();
@@ -1815,12 +1810,7 @@ impl World {
             let answered = failing - delivered + 1 + mixed.between(0, 1);
             let jitter = mixed.between(0, 30) as i64 * SECOND;
             let at = world.quiet_slot(channel, TIPPED_QUIET, 2 * MINUTE, jitter);
-            let fine: Vec<usize> = (0..world.people.len())
-                .filter(|&i| {
-                    let p = &world.people[i];
-                    p.channel == channel && p.script == Script::Fine
-                })
-                .collect();
+            let fine = world.fine_on(channel);
             let mut answering: Vec<usize> = (0..delivered).map(|_| *mixed.pick(&fine)).collect();
             for _ in 0..answered {
                 let script = *mixed.pick(&[Script::Refused, Script::Limited(1)]);
@@ -1929,6 +1919,16 @@ impl World {
             script,
         });
         Some(self.people.len() - 1)
+    }
+
+    /// The people on `channel` whose sends all work.
+    fn fine_on(&self, channel: &str) -> Vec<usize> {
+        (0..self.people.len())
+            .filter(|&i| {
+                let p = &self.people[i];
+                p.channel == channel && p.script == Script::Fine
+            })
+            .collect()
     }
 
     /// Whether someone on `channel` has an address that always fails.
