@@ -242,7 +242,7 @@ fn describe(play: &Play) -> String {
     }
     for hang in &play.hangs {
         text.push_str(&format!(
-            "; relay-{}'s first send after {:.2} s hangs until another relay sends to the same person (at most {:.1} s), then fails (503)",
+            "; relay-{}'s first send after {:.2} s that would be delivered hangs until another relay sends to the same person (at most {:.1} s), then fails (503)",
             hang.relay,
             hang.from_ms as f64 / 1000.0,
             play.relay.hang_max_ms as f64 / 1000.0
@@ -831,18 +831,21 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
                 figures[0] += 1;
             }
         }
-        // A relay killed while it held the row lost an attempt that chapter
-        // 6's sweep may count, though the provider never saw it. Such a
-        // claim comes back only once it is older than the threshold: a gap
-        // between two tries (or from the start to the first) at least that
-        // long, with a kill inside it, may hold one lost attempt.
+        // A relay taken for dead while it held the row, killed or hung in
+        // a send (of this row or one before it in its batch), lost an
+        // attempt that chapter 6's sweep may count, though the provider
+        // never saw it. Such a claim comes back only once it is older than
+        // the threshold: a gap between two tries (or from the start to the
+        // first) at least that long, with a kill or a hang inside it, may
+        // hold one lost attempt.
         let mut tries: Vec<i64> = vec![played.began_us];
         tries.extend(requests.iter().map(|r| r.at_us));
         let lost = tries
             .windows(2)
             .filter(|w| {
+                let inside = |at: i64| at > w[0] && at < w[1];
                 w[1] - w[0] >= (STALE_AFTER_MS * 1000) as i64
-                    && kills.iter().any(|&k| k > w[0] && k < w[1])
+                    && (kills.iter().any(|&k| inside(k)) || spells.iter().any(|h| inside(h.at_us)))
             })
             .count();
         // A kill after a delivery, before the row's next request, may have
@@ -961,7 +964,7 @@ struct BreakerFault {
 /// the provider's health. Also the sends surely counted, and their failures.
 fn rule(sends: &[&Request], since: usize, i: usize) -> (Rule, (usize, usize, usize)) {
     let window = (BREAKER_WINDOW_MS * 1000) as i64;
-    let answered = |k: usize| sends[k].at_us + sends[k].hung_us;
+    let answered = |k: usize| sends[k].answered_us();
     let now = answered(i);
     let maybe = (since..=i)
         .find(|&k| now - answered(k) < window + WINDOW_SLACK_US)
@@ -1034,7 +1037,7 @@ fn breaker_faults(play: &Play, played: &Played) -> Vec<BreakerFault> {
             if untried(next.at_us) <= BUSY_ROWS {
                 break;
             }
-            let gap = (next.at_us - now.at_us - now.hung_us) as f64 / 1000.0;
+            let gap = (next.at_us - now.answered_us()) as f64 / 1000.0;
             let held = gap >= HELD_MS;
             let (said, counted) = match probe {
                 true if now.answer == "unavailable" => (Rule::Opens, (1, 1, 0)),
@@ -1042,11 +1045,13 @@ fn breaker_faults(play: &Play, played: &Played) -> Vec<BreakerFault> {
                 false => rule(&sends, since, i),
             };
             // Another relay's open transaction may have kept it waiting as
-            // long as a breaker would: then the pause says nothing.
+            // long as a breaker would: then the pause says nothing. A send
+            // made in one holds its locks from when it went out until its
+            // answer, a hung one's for seconds.
             let locked_out = held
-                && in_transaction
-                    .iter()
-                    .any(|r| r.relay != life.me && r.at_us > now.at_us && r.at_us < next.at_us);
+                && in_transaction.iter().any(|r| {
+                    r.relay != life.me && r.at_us < next.at_us && r.answered_us() > now.at_us
+                });
             if said != Rule::Unsure && (said == Rule::Opens) != held && !locked_out {
                 faults.push(BreakerFault {
                     relay: life.me.clone(),

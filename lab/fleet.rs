@@ -104,7 +104,7 @@ pub struct RelayPlan {
     #[serde(default)]
     pub play_start_ms: u64,
     /// The relay's first send this many ms or more after the play's start
-    /// hangs (0: none): the provider holds it unanswered until another
+    /// that the provider would deliver hangs (0: none): the provider holds it unanswered until another
     /// relay sends to the same recipient, or for `hang_max_ms`, and then
     /// answers a 503 (nothing delivered). A relay hung past the sweep's
     /// threshold is taken for dead while it still runs: its late answer
@@ -184,6 +184,17 @@ pub struct Request {
     /// from 1: the sends of one call are the batch of one claim.
     #[serde(default)]
     pub call: i32,
+    /// How long the provider kept back its answer to this send because it
+    /// took over a row another relay hung on, in µs; 0 otherwise.
+    #[serde(default)]
+    pub waited_us: i64,
+}
+
+impl Request {
+    /// When the relay had its answer, in µs since the UNIX epoch.
+    pub fn answered_us(&self) -> i64 {
+        self.at_us + self.hung_us + self.waited_us
+    }
 }
 
 /// Something a relay process did that the story tells.

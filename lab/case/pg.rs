@@ -46,6 +46,8 @@ const WORLD_SCHEMA: &str = "
         connection TEXT NOT NULL,
         at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
         hung_us    BIGINT NOT NULL DEFAULT 0,
+        hanging    BOOLEAN NOT NULL DEFAULT false,
+        waited_us  BIGINT NOT NULL DEFAULT 0,
         call       INTEGER NOT NULL
     );
     CREATE TABLE notes (
@@ -83,8 +85,12 @@ const REQUEST: &str = "
     RETURNING seq
 ";
 
-/// How often a hung send looks for another relay's send of its recipient.
+/// How often a hung send looks for another relay's send of its recipient,
+/// and the send that took over looks for the hung relay's next one.
 const HANG_POLL: Duration = Duration::from_millis(1);
+/// The longest the provider keeps back its answer to the send that took a
+/// hung one's row over (see [`Email::take_over`]).
+const TAKE_OVER_MAX: Duration = Duration::from_millis(1000);
 
 /// Opens a connection to the server in `DATABASE_URL`, with `search_path`
 /// set to `schema` when given.
@@ -185,24 +191,30 @@ impl Email {
     }
 
     fn request(&self, key: Option<&str>, to: &str, _body: &str) -> Result<(), SendError> {
-        if self.plan.hang_from_ms > 0
+        let answer = self.answer(to);
+        // The hang strikes a send the provider would deliver: the row that
+        // another relay then takes over can be delivered, and what the hung
+        // relay's late result does to it shows.
+        if answer.is_ok()
+            && self.plan.hang_from_ms > 0
             && play_ms(&self.plan) >= self.plan.hang_from_ms
             && !self.hung.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
             return self.hang(key, to);
         }
-        let answer = self.answer(to);
         let said = match &answer {
             Ok(()) => "ok",
             Err(SendError::Rejected(_)) => "rejected",
             Err(_) => "unavailable",
         };
-        crate::db::lock(&self.observer)
+        let seq: i64 = crate::db::lock(&self.observer)
             .query_one(
                 REQUEST,
                 &[&key, &to, &self.relay, &self.backend, &said, &self.call()],
             )
-            .context("the provider could not record the send")?;
+            .context("the provider could not record the send")?
+            .get(0);
+        self.take_over(to, seq)?;
         if said == "ok" && self.plan.crash_at_ms > 0 && play_ms(&self.plan) >= self.plan.crash_at_ms
         {
             crash();
@@ -221,6 +233,49 @@ impl Email {
     /// Which call of the case's `relay` this is, from 1.
     fn call(&self) -> i32 {
         self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A send (`seq`) to `to` that takes over a row another relay still
+    /// hangs on: it releases that hang, and the provider keeps back its own
+    /// answer until the hung relay has sent again, so after it wrote the
+    /// 503's result (or for at most [`TAKE_OVER_MAX`]). Any send may take
+    /// that long; this one does so where the order of the two relays'
+    /// writes decides whether a fence holds, whatever the machine's load.
+    fn take_over(&self, to: &str, seq: i64) -> Result<(), SendError> {
+        let began = Instant::now();
+        let mut observer = crate::db::lock(&self.observer);
+        let hung = observer
+            .query_opt(
+                "SELECT relay FROM requests
+                  WHERE recipient = $1 AND relay <> $2 AND hanging AND seq < $3
+                  LIMIT 1",
+                &[&to, &self.relay, &seq],
+            )
+            .context("the provider could not look at its requests")?;
+        let Some(hung) = hung else {
+            return Ok(());
+        };
+        let hung: String = hung.get(0);
+        while began.elapsed() < TAKE_OVER_MAX {
+            let again: bool = observer
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM requests WHERE relay = $1 AND seq > $2)",
+                    &[&hung, &seq],
+                )
+                .context("the provider could not look at its requests")?
+                .get(0);
+            if again {
+                break;
+            }
+            std::thread::sleep(HANG_POLL);
+        }
+        observer
+            .execute(
+                "UPDATE requests SET waited_us = $2 WHERE seq = $1",
+                &[&seq, &(began.elapsed().as_micros() as i64)],
+            )
+            .context("the provider could not record the send")?;
+        Ok(())
     }
 
     /// A send the provider holds unanswered until another relay sends to
@@ -242,6 +297,9 @@ impl Email {
             )
             .context("the provider could not record the send")?
             .get(0);
+        observer
+            .execute("UPDATE requests SET hanging = true WHERE seq = $1", &[&seq])
+            .context("the provider could not record the send")?;
         let limit = Duration::from_millis(self.plan.hang_max_ms);
         while began.elapsed() < limit {
             let taken: bool = observer
@@ -260,7 +318,7 @@ impl Email {
         let hung = began.elapsed();
         observer
             .execute(
-                "UPDATE requests SET hung_us = $2 WHERE seq = $1",
+                "UPDATE requests SET hung_us = $2, hanging = false WHERE seq = $1",
                 &[&seq, &(hung.as_micros() as i64)],
             )
             .context("the provider could not record the send")?;
@@ -473,7 +531,7 @@ fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
     let requests = db
         .query(
             &format!(
-                "SELECT recipient, key, relay, delivered, connection, {at}, answer, hung_us, call FROM {world}.requests ORDER BY seq"
+                "SELECT recipient, key, relay, delivered, connection, {at}, answer, hung_us, call, waited_us FROM {world}.requests ORDER BY seq"
             ),
             &[],
         )?
@@ -488,6 +546,7 @@ fn read_seen(db: &mut Client, play: &str) -> Result<Seen> {
             answer: r.get(6),
             hung_us: r.get(7),
             call: r.get(8),
+            waited_us: r.get(9),
         })
         .collect();
     let notes = db
