@@ -137,6 +137,9 @@ struct Batch {
     comments: Vec<Comment>,
     /// A deploy: the first process stops here and a new one carries on.
     restart_at: Option<i64>,
+    /// A person who gives a new name while the deploy runs: (id, name).
+    /// Their messages sent after it greet them by it.
+    renamed: Option<(String, String)>,
 }
 
 fn person(id: &str, name: Option<&str>) -> Person {
@@ -210,6 +213,7 @@ impl Batch {
                 comment(3, "finn", "Tokyo trip", Some("Gia"), &long_comment()),
             ],
             restart_at: None,
+            renamed: None,
         }
     }
 
@@ -247,6 +251,7 @@ impl Batch {
             people: vec![person("hugo", Some("<b>Hugo</b>")), person("ivy", None)],
             comments,
             restart_at: None,
+            renamed: None,
         }
     }
 
@@ -330,12 +335,26 @@ impl Batch {
             let failures = (seed / 2 % 2) as i64;
             restart_at = Some(at + failures * WAKE_UP + rng.between(2, 4) as i64 * SECOND);
         }
+        // The person whose email waits out the deploy gives a new name
+        // meanwhile, as people edit their profiles at any time: what is
+        // sent after it is rendered from the data as it is then.
+        let renamed = restart_at.map(|_| {
+            let extra = people.last().expect("the deploy's person was added");
+            let mut names = Rng::new(seed ^ 0x7e4a_3ed0_a3e5);
+            let others: Vec<&str> = NAMES
+                .iter()
+                .copied()
+                .filter(|n| extra.name.as_deref() != Some(*n))
+                .collect();
+            (extra.id.clone(), names.pick(&others).to_string())
+        });
         Batch {
             seed: Some(seed),
             about: "random comments",
             people,
             comments,
             restart_at,
+            renamed,
         }
     }
 
@@ -345,7 +364,16 @@ impl Batch {
             Some(seed) => format!("{} (seed {seed})", self.about),
         };
         match self.restart_at {
-            Some(at) => format!("{batch}, the dispatcher restarted at {}", clock(at)),
+            Some(at) => {
+                let renamed = match &self.renamed {
+                    Some((id, name)) => format!(" and {id} gave the name {}", quoted(name)),
+                    None => String::new(),
+                };
+                format!(
+                    "{batch}, the dispatcher restarted at {}{renamed}",
+                    clock(at)
+                )
+            }
             None => batch,
         }
     }
@@ -364,8 +392,17 @@ impl Batch {
         c.text.is_some()
     }
 
-    /// The fields `channel`'s message of `c` shows, as typed.
-    fn fields(&self, c: &Comment, channel: &str) -> Vec<(&'static str, String)> {
+    /// The name `id` goes by at `at`, if they gave one.
+    fn name_at(&self, id: &str, at: i64) -> Option<&str> {
+        match (&self.renamed, self.restart_at) {
+            (Some((who, name)), Some(cut)) if who == id && at >= cut => Some(name),
+            _ => self.person(id).name.as_deref(),
+        }
+    }
+
+    /// The fields `channel`'s message of `c` shows, as typed, when it is
+    /// rendered at `at`.
+    fn fields(&self, c: &Comment, channel: &str, at: i64) -> Vec<(&'static str, String)> {
         let mut fields = vec![("title", c.title.clone())];
         if let Some(text) = &c.text {
             fields.push(("text", text.clone()));
@@ -374,8 +411,8 @@ impl Batch {
             fields.push(("author", author.clone()));
         }
         if channel == "email" {
-            if let Some(name) = &self.person(&c.person).name {
-                fields.push(("name", name.clone()));
+            if let Some(name) = self.name_at(&c.person, at) {
+                fields.push(("name", name.to_string()));
             }
         }
         fields
@@ -455,7 +492,14 @@ impl Batch {
         first.fixture = fixture;
         let mut plans = vec![first];
         if cut < end {
-            plans.push(plan(2, self.steps(cut, end)));
+            let mut next = plan(2, self.steps(cut, end));
+            if let Some((id, name)) = &self.renamed {
+                next.meanwhile = vec![format!(
+                    "UPDATE people SET name = '{}' WHERE id = '{id}'",
+                    name.replace('\'', "''")
+                )];
+            }
+            plans.push(next);
         }
         plans
     }
@@ -750,7 +794,7 @@ fn escaped(played: &Played) -> Vec<String> {
     for c in &batch.comments {
         let label = format!("#{} {}", c.number, c.person);
         for d in played.delivered(c, "email") {
-            for (what, field) in batch.fields(c, "email") {
+            for (what, field) in batch.fields(c, "email", d.began_ms) {
                 if let Some(how) = d
                     .html
                     .as_deref()
@@ -774,7 +818,7 @@ fn escaped(played: &Played) -> Vec<String> {
         // A push may be cut short at its end: a field is judged there as
         // far as the push goes, and escaped is wrong wherever it shows.
         for d in played.delivered(c, "push") {
-            for (what, field) in batch.fields(c, "push") {
+            for (what, field) in batch.fields(c, "push", d.began_ms) {
                 if let Some("escaped") = text_trouble(&d.body, &field) {
                     lines.push(format!(
                         "{label}: the {what} {} is escaped in the push: {}",
@@ -840,19 +884,19 @@ fn placeholders(played: &Played) -> Vec<String> {
         for channel in CHANNELS {
             // What the person typed may hold braces or the words a
             // placeholder leaves: only the template's own text is judged.
-            let typed = batch.fields(c, channel);
-            let own = |body: &str| {
-                // Each field becomes a mark, so that what is left around
-                // it reads as the template put it ("Hello ▮,").
-                let strip = |text: String| {
-                    typed
-                        .iter()
-                        .filter(|(_, field)| !field.is_empty())
-                        .fold(text, |left, (_, field)| left.replace(field.as_str(), "▮"))
-                };
-                strip(decode(&strip(body.to_string())))
-            };
             for d in played.delivered(c, channel) {
+                let typed = batch.fields(c, channel, d.began_ms);
+                let own = |body: &str| {
+                    // Each field becomes a mark, so that what is left around
+                    // it reads as the template put it ("Hello ▮,").
+                    let strip = |text: String| {
+                        typed
+                            .iter()
+                            .filter(|(_, field)| !field.is_empty())
+                            .fold(text, |left, (_, field)| left.replace(field.as_str(), "▮"))
+                    };
+                    strip(decode(&strip(body.to_string())))
+                };
                 let bodies = [Some(d.body.as_str()), d.html.as_deref()];
                 if let Some((body, sign)) = bodies
                     .into_iter()
@@ -1061,7 +1105,7 @@ fn run(case: &Case) -> Result<String> {
                     _ => excerpt(&html_line(html, &c.marker(), &c.marker()), 80),
                 };
                 if let Some((what, field)) = batch
-                    .fields(c, channel)
+                    .fields(c, channel, d.began_ms)
                     .into_iter()
                     .find(|(_, f)| channel == "email" && html_trouble(html, f) == Some("unescaped"))
                 {
@@ -1280,6 +1324,10 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
         name: "a deploy while a retry waits its backoff",
         reached: |b| b.restart_at.is_some(),
     },
+    Dimension {
+        name: "a name given while a message waits: rendered as it is at the send",
+        reached: |b| b.renamed.is_some(),
+    },
 ];
 
 impl Explorer for Generated {
@@ -1295,6 +1343,23 @@ impl Explorer for Generated {
 
     fn dimensions(&self) -> &'static [Dimension<Batch>] {
         DIMENSIONS
+    }
+
+    /// A message is its comment's, on its channel: rendered at each send,
+    /// its text follows the data (a name given between two attempts), and
+    /// the title carries the comment's number whatever escaping did.
+    fn message_of(&self, batch: &Batch, channel: &str, recipient: &str, body: &str) -> String {
+        batch
+            .comments
+            .iter()
+            .find(|c| {
+                body.contains(&c.marker())
+                    && batch.person(&c.person).recipient(channel) == recipient
+            })
+            .map_or_else(
+                || body.to_string(),
+                |c| format!("the {channel} of comment {}", c.marker()),
+            )
     }
 
     fn faults(&self) -> FaultModel {
@@ -1375,6 +1440,7 @@ impl Explorer for Generated {
         if batch.restart_at.is_some() {
             smaller.push(Batch {
                 restart_at: None,
+                renamed: None,
                 ..batch.clone()
             });
         }
@@ -1450,6 +1516,12 @@ impl Explorer for Generated {
         let mut text = format!("{}; {}", people.join("; "), comments.join("; "));
         if let Some(at) = batch.restart_at {
             text.push_str(&format!("; the dispatcher restarts at {}", clock(at)));
+            if let Some((id, name)) = &batch.renamed {
+                text.push_str(&format!(
+                    ", and meanwhile {id} gives the name {}",
+                    quoted(name)
+                ));
+            }
         }
         text
     }

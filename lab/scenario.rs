@@ -30,6 +30,12 @@ pub struct Plan {
     pub process: u32,
     /// SQL run once after the case's schema, when the database is new.
     pub fixture: Vec<String>,
+    /// SQL run when this process starts, on the database as the processes
+    /// before it left it: the world's own data that changed meanwhile (a
+    /// person who gave their name while the service was being deployed).
+    /// It touches only the tables the chapter gives, never the case's own.
+    #[serde(default)]
+    pub meanwhile: Vec<String>,
     /// The operations to call, in order.
     pub steps: Vec<Step>,
     /// The fault to inject, if any.

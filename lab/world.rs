@@ -233,6 +233,11 @@ pub struct Delivery {
     /// time a slow provider took over it.
     #[serde(skip)]
     pub began_ms: i64,
+    /// What identifies the message this send carried, whatever its
+    /// attempts said: its text, unless the chapter's world names it
+    /// otherwise (see `Explorer::message_of`).
+    #[serde(skip)]
+    pub message: String,
 }
 
 /// The scenario's simulated clock: milliseconds since it began, in the

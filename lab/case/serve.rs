@@ -310,6 +310,10 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
                 .with_context(|| format!("the scenario's data does not fit the schema: {sql}"))?;
         }
     }
+    for sql in &plan.meanwhile {
+        db.execute_batch(sql)
+            .with_context(|| format!("the scenario's data does not fit the schema: {sql}"))?;
+    }
     db.watch(recorder.clone(), plan.fault.clone());
     let seed = plan.seed ^ u64::from(plan.process).rotate_left(32);
     let provider = |channel, script: &ProviderScript, seed| {

@@ -482,6 +482,21 @@ pub trait Explorer: Sync {
     fn published(&self, _scenario: &Self::Scenario) -> Vec<Published> {
         Vec::new()
     }
+    /// What identifies the message a send of `body` to `recipient` on
+    /// `channel` carries, for the invariants that follow one message
+    /// through its attempts: its text by default. A chapter whose messages
+    /// are rendered at each send, from data that may change between two
+    /// attempts, names the message by what its world attached to it
+    /// (chapter 10: the comment's number in its title).
+    fn message_of(
+        &self,
+        _scenario: &Self::Scenario,
+        _channel: &str,
+        _recipient: &str,
+        body: &str,
+    ) -> String {
+        body.to_string()
+    }
 }
 
 /// A message a scenario publishes: where it goes, what it says, and when
@@ -749,6 +764,7 @@ fn play<E: Explorer>(
             let later = Plan {
                 process: number,
                 fixture: Vec::new(),
+                meanwhile: Vec::new(),
                 steps,
                 fault: None,
                 ..last
@@ -756,7 +772,10 @@ fn play<E: Explorer>(
             exits.push(case.start(&later)?);
         }
     }
-    let history = History::read(dir.path())?;
+    let mut history = History::read(dir.path())?;
+    for d in &mut history.deliveries {
+        d.message = explorer.message_of(scenario, &d.channel, &d.recipient, &d.body);
+    }
     let run = Run {
         dir: dir.path(),
         history: &history,
@@ -813,6 +832,8 @@ fn restart_plan<E: Explorer>(explorer: &E, crashed: &Plan, number: u32) -> Resul
         dir: crashed.dir.clone(),
         process: number,
         fixture: Vec::new(),
+        // What changed meanwhile changed when the crashed process started.
+        meanwhile: Vec::new(),
         steps,
         fault: None,
         provider: crashed.provider.clone(),
@@ -1142,21 +1163,22 @@ fn invariants(
         }
     }
     if rules.told_once {
-        let mut seen: BTreeMap<(String, String, String), u32> = BTreeMap::new();
+        // Per message: how often it was delivered, and its first text.
+        let mut seen: BTreeMap<(&str, &str, &str), (u32, &str)> = BTreeMap::new();
         for d in played
             .history
             .deliveries
             .iter()
             .filter(|d| d.outcome == Outcome::Delivered)
         {
-            *seen
-                .entry((d.recipient.clone(), d.channel.clone(), d.body.clone()))
-                .or_default() += 1;
+            seen.entry((&d.recipient, &d.channel, &d.message))
+                .or_insert((0, &d.body))
+                .0 += 1;
         }
         let lines: Vec<String> = seen
             .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|((to, channel, body), n)| {
+            .filter(|(_, (n, _))| *n > 1)
+            .map(|((to, channel, _), (n, body))| {
                 format!("{to} got the same {channel} {n} times: {body:?}")
             })
             .collect();
@@ -1293,7 +1315,7 @@ fn resent(history: &History) -> (Vec<String>, Vec<String>) {
                 if !matches!(d.outcome, Outcome::Delivered | Outcome::Deduplicated) {
                     continue;
                 }
-                let message = (d.channel.as_str(), d.recipient.as_str(), d.body.as_str());
+                let message = (d.channel.as_str(), d.recipient.as_str(), d.message.as_str());
                 if recorded.contains(&message) {
                     let line = format!(
                         "{} to {} went to the provider again after its send was recorded: {:?}",
@@ -1361,8 +1383,11 @@ fn unkeyed(history: &History) -> Vec<String> {
     // Per channel: each provider keeps its own keys.
     let mut messages: BTreeMap<(&str, &str), Vec<Message>> = BTreeMap::new();
     let mut bare: Vec<String> = Vec::new();
+    // Each message's first text, to show it by.
+    let mut text: BTreeMap<Message, &str> = BTreeMap::new();
     for d in &history.deliveries {
-        let message = (d.channel.as_str(), d.recipient.as_str(), d.body.as_str());
+        let message = (d.channel.as_str(), d.recipient.as_str(), d.message.as_str());
+        text.entry(message).or_insert(&d.body);
         match d.key.as_deref().filter(|k| !k.is_empty()) {
             None => {
                 let line = format!(
@@ -1390,16 +1415,21 @@ fn unkeyed(history: &History) -> Vec<String> {
     let twice = keys
         .iter()
         .filter(|(_, k)| k.len() > 1)
-        .map(|((channel, to, body), k)| {
+        .map(|(message, k)| {
+            let (channel, to, _) = message;
             format!(
-                "one {channel} to {to} went under {} keys: {body:?}",
-                k.len()
+                "one {channel} to {to} went under {} keys: {:?}",
+                k.len(),
+                text[message]
             )
         });
     let shared = messages.iter().filter(|(_, m)| m.len() > 1).map(|(_, m)| {
         let said: Vec<String> = m
             .iter()
-            .map(|(channel, to, body)| format!("a {channel} to {to}: {body:?}"))
+            .map(|message| {
+                let (channel, to, _) = message;
+                format!("a {channel} to {to}: {:?}", text[message])
+            })
             .collect();
         format!(
             "one key went with {} messages: {}",
@@ -1439,7 +1469,7 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
             let tried = |p: &Published| {
                 attempts
                     .iter()
-                    .any(|d| d.recipient == p.recipient && d.body == p.body && d.at_ms <= at)
+                    .any(|d| d.recipient == p.recipient && d.message == p.body && d.at_ms <= at)
             };
             let waiting = published
                 .iter()
@@ -1500,7 +1530,7 @@ fn after_a_failed_probe(
         let first_try = |p: &Published| {
             attempts
                 .iter()
-                .filter(|d| d.recipient == p.recipient && d.body == p.body)
+                .filter(|d| d.recipient == p.recipient && d.message == p.body)
                 .map(|d| d.began_ms)
                 .min()
         };
@@ -1567,7 +1597,7 @@ fn early(gaps: &[i64], breaker: Option<Breaker>, history: &History) -> Vec<Strin
     let mut by_message: BTreeMap<(&str, &str, &str), Vec<usize>> = BTreeMap::new();
     for (i, d) in deliveries.iter().enumerate() {
         by_message
-            .entry((&d.channel, &d.recipient, &d.body))
+            .entry((&d.channel, &d.recipient, &d.message))
             .or_default()
             .push(i);
     }
@@ -1636,7 +1666,7 @@ fn swept_early(after: i64, fault: &Injected, played: &Played) -> Vec<String> {
     for i in lost {
         let sent = &deliveries[i];
         let again = deliveries[i + 1..].iter().find(|d| {
-            d.channel == sent.channel && d.recipient == sent.recipient && d.body == sent.body
+            d.channel == sent.channel && d.recipient == sent.recipient && d.message == sent.message
         });
         if let Some(again) = again.filter(|a| a.began_ms - sent.began_ms < after) {
             lines.push(format!(
@@ -1937,7 +1967,10 @@ fn judge_one<E: Explorer>(
 ) -> Result<(Vec<Judged>, Coverage)> {
     let model = explorer.faults();
     let rules = explorer.invariants();
-    let published = explorer.published(scenario);
+    let mut published = explorer.published(scenario);
+    for p in &mut published {
+        p.body = explorer.message_of(scenario, &p.channel, &p.recipient, &p.body);
+    }
     let wanted = match reference {
         Some(r) => Some(r.observe(explorer, scenario)?),
         None => None,

@@ -40,6 +40,7 @@ impl History {
                     channel: row.get(1)?,
                     recipient: row.get(2)?,
                     body: row.get(3)?,
+                    message: row.get(3)?,
                     html: row.get(7)?,
                     key: row.get(4)?,
                     outcome,
