@@ -65,6 +65,25 @@ const SLOW_SEND_MS: u64 = 500;
 const WAIT_BOUND_MS: u64 = SLOW_SEND_MS / 2;
 /// How many times each relay process runs `relay()`, back to back.
 const POLLS: usize = 4;
+/// How many more times a relay polls in a race with invites streaming in,
+/// after the last invite's slot: room for it to be claimed.
+const STREAM_POLLS_AFTER: usize = 3;
+/// How many slots of a race with invites streaming in, two invites each.
+const SLOTS: (u64, u64) = (8, 12);
+/// A slot of a race with invites streaming in, in real ms; its invite
+/// commits this long into it; the late relays read this long after that;
+/// the writer lets go of the database this long into the slot. SQLite's
+/// waits between tries for a lock grow (1, 2, 5, 10, 15, 20 ms...): the
+/// first relay, waiting since the slot began, tries again 53 ms into it,
+/// after the writer let go, and a late one, waiting since 25 ms, at 43
+/// (too soon) and 58 ms.
+const SLOT_MS: u64 = 100;
+const INVITE_AT_MS: u64 = 20;
+const LATE_READ_MS: u64 = 5;
+const HELD_UNTIL_MS: u64 = 48;
+/// The most rows queued before a race with invites streaming in: half the
+/// chapter's claim of 50, so fewer than any batch a relay would take.
+const FEW_ROWS: u64 = 25;
 /// Time the relay processes get to start before their common first poll.
 const START_MARGIN_MS: u64 = 150;
 /// How long before the relays' first poll the busy writer takes the
@@ -92,6 +111,10 @@ struct Race {
     /// this many ms each, spread over a send, rather than following one
     /// another at once, as a relay's loop polls on its own time.
     poll_every_ms: Option<u64>,
+    /// Invites that arrive while the relays run, two per slot of
+    /// [`SLOT_MS`] from the common start (see [`stream_writer`]): a web
+    /// app takes invites whenever people send them.
+    streamed: Vec<Invite>,
 }
 
 const FIRST: [&str; 30] = [
@@ -122,6 +145,8 @@ fn people() -> Vec<String> {
 const CHAPTER_SEND_MS: i64 = 150;
 /// The same in a race drawn from a seed, drawn in this range.
 const SEND_MS: (u64, u64) = (0, 400);
+/// The same with a slow provider: a batch of 50 takes 75 to 150 s.
+const SLOW_SIM_MS: (u64, u64) = (1_500, 3_000);
 
 impl Race {
     /// The chapter's race: two relays, 120 invitations queued, 3 more invites.
@@ -161,6 +186,39 @@ impl Race {
             race.polls = 1;
         }
         race.provider.sim_latency_ms = rng.between(SEND_MS.0, SEND_MS.1) as i64;
+        // One seed in three has a slow provider, seconds a send: a batch
+        // takes minutes of the scenario's time while the other relays
+        // claim, so a claim's age says nothing of whether its relay lives.
+        if seed % 3 == 0 {
+            let mut slow = Rng::new(seed ^ 0x510e_5e4d_0000);
+            race.provider.sim_latency_ms = slow.between(SLOW_SIM_MS.0, SLOW_SIM_MS.1) as i64;
+        }
+        // One seed in three keeps up with a stream of invites instead: a
+        // few rows queued, fewer than a claim takes, and an invite arriving
+        // in each slot while the relays poll, some before it and some after
+        // it. A relay's claim then often finds more rows than another one's
+        // did a moment before: claims overlap in part, not only wholly.
+        // Drawn from a stream of its own, so the other races are drawn as
+        // before.
+        if seed % 3 == 2 {
+            let mut stream = Rng::new(seed ^ 0x57ea_3a11_1e55);
+            let queued = stream.between(1, FEW_ROWS) as usize;
+            race.queued.truncate(queued);
+            let first = rows + invites;
+            let slots = stream.between(SLOTS.0, SLOTS.1) as usize;
+            let count = 2 * slots;
+            race.streamed = people[first..first + count]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Invite {
+                    email: p.clone(),
+                    workspace: WORKSPACES[(first + i) % WORKSPACES.len()].to_string(),
+                })
+                .collect();
+            race.polls = slots + STREAM_POLLS_AFTER;
+            race.poll_every_ms = Some(SLOT_MS);
+            race.name = format!("random race with invites streaming in (seed {seed})");
+        }
         race
     }
 
@@ -219,6 +277,7 @@ impl Race {
             jitter_seed,
             polls: POLLS,
             poll_every_ms: None,
+            streamed: Vec::new(),
         }
     }
 
@@ -230,6 +289,7 @@ impl Race {
             .chain(
                 self.invites
                     .iter()
+                    .chain(&self.streamed)
                     .map(|i| (i.email.clone(), i.workspace.clone())),
             )
             .map(|(p, w)| (p, format!("You joined {w}")))
@@ -296,9 +356,19 @@ impl Race {
             None => std::iter::once(wait(at))
                 .chain(std::iter::repeat_n(poll, self.polls))
                 .collect(),
-            Some(every) => (0..self.polls as u64)
-                .flat_map(|i| [wait(at + i * every), poll.clone()])
-                .collect(),
+            Some(every) => {
+                // With invites streaming in, every relay but the first
+                // reads after its slot's second invite has committed (two
+                // early ones: the second would claim that invite as soon as
+                // the first had claimed its own).
+                let late = match !self.streamed.is_empty() && n > 1 {
+                    true => INVITE_AT_MS + LATE_READ_MS,
+                    false => 0,
+                };
+                (0..self.polls as u64)
+                    .flat_map(|i| [wait(at + i * every + late), poll.clone()])
+                    .collect()
+            }
         };
         Plan {
             dir: dir.to_path_buf(),
@@ -382,7 +452,10 @@ fn play(case: &Case, race: &Race) -> Result<Played> {
             .collect();
         let app_db = dir.path().join(APP_DB);
         let relays = std::thread::scope(|scope| {
-            scope.spawn(|| busy_writer(&app_db, at));
+            match race.streamed.is_empty() {
+                true => scope.spawn(|| busy_writer(&app_db, at)),
+                false => scope.spawn(|| stream_writer(&app_db, at, &race.streamed)),
+            };
             case.start_together(&plans)
         })?;
         exits.extend((1..=race.relays).map(relay_name).zip(relays));
@@ -412,6 +485,53 @@ fn busy_writer(app_db: &Path, at: u64) {
     if conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
         until(epoch_ms(at + BUSY_WRITER_MS));
         let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// The invites of a race that streams them, two per slot of [`SLOT_MS`]
+/// from `at`. The first commits just before the slot, so the first relay
+/// finds a row when it reads at its start; then another writer holds the
+/// database while it waits to claim it. The second invite commits at
+/// [`INVITE_AT_MS`], as the web app's would, and the writer holds on while
+/// the other relays read both rows. When it lets go, the first relay's
+/// claim comes first (its waits between tries have grown longer): what it
+/// read is older than what the others read, and the two overlap in part. The
+/// rows are written as the setup writes the queued ones. Best-effort, as
+/// [`busy_writer`]: an invite it cannot write is a race without it.
+fn stream_writer(app_db: &Path, at: u64, invites: &[Invite]) {
+    let until = |ms: u64| {
+        let t = UNIX_EPOCH + Duration::from_millis(ms);
+        if let Ok(wait) = t.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait);
+        }
+    };
+    let Ok(conn) = Connection::open(app_db) else {
+        return;
+    };
+    // Holds the write lock, writes `invite` and commits; then holds it again.
+    let invite = |invite: &Invite| {
+        let (p, w) = (&invite.email, &invite.workspace);
+        let written = conn.execute_batch(&format!(
+            "INSERT INTO memberships (email, workspace) VALUES ('{p}', '{w}');
+             INSERT INTO outbox (recipient, body) VALUES ('{p}', 'You joined {w}');
+             COMMIT"
+        ));
+        if written.is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        conn.execute_batch("BEGIN IMMEDIATE").is_ok()
+    };
+    for (i, pair) in invites.chunks(2).enumerate() {
+        let slot = at + i as u64 * SLOT_MS;
+        until(slot.saturating_sub(BUSY_WRITER_LEAD_MS));
+        if conn.execute_batch("BEGIN IMMEDIATE").is_err() || !invite(&pair[0]) {
+            continue;
+        }
+        until(slot + INVITE_AT_MS);
+        if pair.get(1).is_none_or(|second| invite(second)) {
+            until(slot + HELD_UNTIL_MS);
+            let _ = conn.execute_batch("ROLLBACK");
+        }
     }
 }
 
@@ -616,16 +736,37 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// played on their case. A finding if a row went to the provider more than
 /// once or the race did not finish; the rows, and the processes it ran.
 pub(crate) fn replay_race(case: &Case) -> Result<(Option<Finding>, usize, usize)> {
-    let race = Race::chapter();
-    let played = play(case, &race)?;
-    let round = Round {
-        race: &race,
-        played: &played,
-        tally: Tally::of(&race, &played),
-    };
-    let finding = smallest(std::slice::from_ref(&round), repeated);
-    Ok((finding, round.tally.rows, played.exits.len()))
+    // With a race whose provider takes seconds a send: a batch outlasts
+    // minutes of the scenario's time while the other relay claims.
+    let races = [Race::chapter(), Race::random(SLOW_RACE_SEED)];
+    let played: Vec<Played> = std::thread::scope(|scope| {
+        let handles: Vec<_> = races
+            .iter()
+            .map(|race| scope.spawn(|| play(case, race)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a scenario thread does not panic"))
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let rounds: Vec<Round> = races
+        .iter()
+        .zip(&played)
+        .map(|(race, played)| Round {
+            race,
+            played,
+            tally: Tally::of(race, played),
+        })
+        .collect();
+    let finding = smallest(&rounds, repeated);
+    let rows = rounds.iter().map(|r| r.tally.rows).sum();
+    let processes = played.iter().map(|p| p.exits.len()).sum();
+    Ok((finding, rows, processes))
 }
+
+/// The random race [`replay_race`] plays beside the chapter's: one with a
+/// slow provider.
+const SLOW_RACE_SEED: u64 = 3;
 
 /// One race as played, with its tally.
 struct Round<'a> {

@@ -107,7 +107,7 @@ fn the_shipped_case_sends_rows_twice() {
         verdict(&report, 0)["evidence"],
         "delivered twice in 5 of 5 races"
     );
-    assert_eq!(verdict(&report, 1)["evidence"], "390 of 390 sent");
+    assert_eq!(verdict(&report, 1)["evidence"], "373 of 373 sent");
     // The smallest race that shows it: one row, two relays.
     let scenario = verdict(&report, 0)["scenario"].as_str().unwrap();
     assert!(
@@ -130,8 +130,8 @@ fn the_reference_solution_passes_everything() {
         "PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 0);
-    assert_eq!(verdict(&report, 0)["evidence"], "5 races, 390 rows");
-    assert_eq!(verdict(&report, 2)["evidence"], "390 sends for 390 rows");
+    assert_eq!(verdict(&report, 0)["evidence"], "5 races, 373 rows");
+    assert_eq!(verdict(&report, 2)["evidence"], "373 sends for 373 rows");
 }
 
 #[test]
@@ -332,7 +332,7 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
         lines,
         [
             "  FAIL  nobody gets the same email twice (delivered twice in 5 of 5 races)",
-            "  PASS  every row is sent (390 of 390 sent)",
+            "  PASS  every row is sent (373 of 373 sent)",
             "  FAIL  each row goes to the provider once, key or no key (sent more than once in 5 of 5 races)",
             "  PASS  no relay waits on another for long (a 0.5 s send, nobody waited it out)",
             "  PASS  generated scenarios end as with the reference solution (5 scenarios, without faults)",
@@ -402,4 +402,14 @@ fn a_claim_offset_by_the_relays_name_leaves_rows_to_a_relay_running_alone() {
             .contains("makes the last pass"),
         "{settled}"
     );
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_page_claimed_by_its_ids_is_sent_whole_when_claims_overlap_in_part() {
+    let (code, report) = checked_json(&["3", "--no-shrink", "--variant", "claim-by-id-list"]);
+    assert_eq!(code, 1);
+    assert_eq!(verdict(&report, 2)["pass"], false, "{report:#}");
+    let scenario = verdict(&report, 2)["scenario"].as_str().unwrap();
+    assert!(scenario.contains("invites streaming in"), "{scenario}");
 }

@@ -231,7 +231,7 @@ fn the_text_report_names_the_properties_and_draws_the_timeline() {
             "  FAIL  no invite fails while the relay sends (3 of 3 failed)",
             "  FAIL  no invite waits more than a quarter of a send (3 of 3 took over 75 ms)",
             "  PASS  every member gets exactly one email (4 members, one email each)",
-            "  PASS  each row goes to the provider once while two relays race (chapter 3) (123 sends for 123 rows)",
+            "  PASS  each row goes to the provider once while two relays race (chapter 3) (222 sends for 222 rows)",
             "  PASS  generated scenarios end as with the reference solution (5 scenarios, without faults)",
             "  FAIL  a crash or a failing commit anywhere loses nothing and sends nothing twice (1 of 61 plays)",
             "  PASS  nobody gets the same message twice (5 scenarios, 24 crash points, 16 failing commits, 16 lost sends, sampled from 133)",
@@ -346,4 +346,26 @@ fn a_relay_that_waits_for_every_claim_stalls_behind_a_stranded_one() {
         pattern(&report),
         "PASS PASS PASS PASS PASS FAIL PASS PASS PASS"
     );
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_lone_row_sent_inside_its_claim_holds_the_lock() {
+    let (code, report) =
+        common::checked_json(&["4", "--no-shrink", "--variant", "lone-row-sent-in-claim"]);
+    assert_eq!(code, 1);
+    assert_eq!(&pattern(&report)[..9], "FAIL FAIL");
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_claim_that_takes_old_claims_over_sends_rows_twice() {
+    let (code, report) = common::checked_json(&[
+        "4",
+        "--no-shrink",
+        "--variant",
+        "claim-takes-over-old-claims",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(report["verdicts"][3]["pass"], false, "{report:#}");
 }

@@ -173,13 +173,27 @@ impl Db {
     }
 
     /// Runs one query for one row, as [`Connection::query_row`] does, from
-    /// the cache of prepared statements (see [`Db::execute`]).
+    /// the cache of prepared statements (see [`Db::execute`]). A statement
+    /// that writes (an `UPDATE ... RETURNING`) commits, outside a
+    /// transaction, only once it has run to its end: it is run there, so a
+    /// commit that fails is this call's error, as it is `execute`'s, and
+    /// not lost when the statement is put back.
     pub fn query_row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
     where
         P: rusqlite::Params,
         F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
     {
-        self.conn.prepare_cached(sql)?.query_row(params, f)
+        let mut statement = self.conn.prepare_cached(sql)?;
+        let writes = !statement.readonly();
+        let mut rows = statement.query(params)?;
+        let value = match rows.next()? {
+            Some(row) => f(row)?,
+            None => return Err(rusqlite::Error::QueryReturnedNoRows),
+        };
+        if writes {
+            while rows.next()?.is_some() {}
+        }
+        Ok(value)
     }
 }
 
