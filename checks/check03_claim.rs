@@ -69,7 +69,7 @@ const POLLS: usize = 4;
 /// after the last invite's slot: room for it to be claimed.
 const STREAM_POLLS_AFTER: usize = 3;
 /// How many slots of a race with invites streaming in, two invites each.
-const SLOTS: (u64, u64) = (8, 12);
+const SLOTS: (u64, u64) = (6, 9);
 /// A slot of a race with invites streaming in, in real ms; its invite
 /// commits this long into it; the late relays read this long after that;
 /// the writer lets go of the database this long into the slot. SQLite's
@@ -189,7 +189,7 @@ impl Race {
         // One seed in three has a slow provider, seconds a send: a batch
         // takes minutes of the scenario's time while the other relays
         // claim, so a claim's age says nothing of whether its relay lives.
-        if seed % 3 == 0 {
+        if seed.is_multiple_of(3) {
             let mut slow = Rng::new(seed ^ 0x510e_5e4d_0000);
             race.provider.sim_latency_ms = slow.between(SLOW_SIM_MS.0, SLOW_SIM_MS.1) as i64;
         }
@@ -528,7 +528,7 @@ fn stream_writer(app_db: &Path, at: u64, invites: &[Invite]) {
             continue;
         }
         until(slot + INVITE_AT_MS);
-        if pair.get(1).is_none_or(|second| invite(second)) {
+        if pair.get(1).is_none_or(&invite) {
             until(slot + HELD_UNTIL_MS);
             let _ = conn.execute_batch("ROLLBACK");
         }
