@@ -667,28 +667,9 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         .chain(options.seeds.iter().map(|&s| Race::random(s)))
         .chain(std::iter::once(Race::slow_provider()))
         .collect();
-    // Every scenario at once: they spend their time in fsyncs and in the
-    // provider's sleeps, not on the processor.
-    let played: Vec<Played> = std::thread::scope(|scope| {
-        let handles: Vec<_> = races
-            .iter()
-            .map(|race| scope.spawn(|| play(case, race)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a scenario thread does not panic"))
-            .collect::<Result<Vec<_>>>()
-    })?;
+    let played = play_all(case, &races)?;
     let processes: usize = played.iter().map(|p| p.exits.len()).sum();
-    let rounds: Vec<Round> = races
-        .iter()
-        .zip(&played)
-        .map(|(race, played)| Round {
-            race,
-            played,
-            tally: Tally::of(race, played),
-        })
-        .collect();
+    let rounds = Round::all(&races, &played);
     let races = rounds.len();
     let rows: usize = rounds.iter().map(|r| r.tally.rows).sum();
     let slow = rounds.last().expect("the slow provider is played");
@@ -739,25 +720,8 @@ pub(crate) fn replay_race(case: &Case) -> Result<(Option<Finding>, usize, usize)
     // With a race whose provider takes seconds a send: a batch outlasts
     // minutes of the scenario's time while the other relay claims.
     let races = [Race::chapter(), Race::random(SLOW_RACE_SEED)];
-    let played: Vec<Played> = std::thread::scope(|scope| {
-        let handles: Vec<_> = races
-            .iter()
-            .map(|race| scope.spawn(|| play(case, race)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a scenario thread does not panic"))
-            .collect::<Result<Vec<_>>>()
-    })?;
-    let rounds: Vec<Round> = races
-        .iter()
-        .zip(&played)
-        .map(|(race, played)| Round {
-            race,
-            played,
-            tally: Tally::of(race, played),
-        })
-        .collect();
+    let played = play_all(case, &races)?;
+    let rounds = Round::all(&races, &played);
     let finding = smallest(&rounds, repeated);
     let rows = rounds.iter().map(|r| r.tally.rows).sum();
     let processes = played.iter().map(|p| p.exits.len()).sum();
@@ -768,11 +732,40 @@ pub(crate) fn replay_race(case: &Case) -> Result<(Option<Finding>, usize, usize)
 /// slow provider.
 const SLOW_RACE_SEED: u64 = 3;
 
+/// Plays every race at once: they spend their time in fsyncs and in the
+/// provider's sleeps, not on the processor.
+fn play_all(case: &Case, races: &[Race]) -> Result<Vec<Played>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = races
+            .iter()
+            .map(|race| scope.spawn(|| play(case, race)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a scenario thread does not panic"))
+            .collect()
+    })
+}
+
 /// One race as played, with its tally.
 struct Round<'a> {
     race: &'a Race,
     played: &'a Played,
     tally: Tally,
+}
+
+impl<'a> Round<'a> {
+    fn all(races: &'a [Race], played: &'a [Played]) -> Vec<Round<'a>> {
+        races
+            .iter()
+            .zip(played)
+            .map(|(race, played)| Round {
+                race,
+                played,
+                tally: Tally::of(race, played),
+            })
+            .collect()
+    }
 }
 
 /// The finding of the smallest race (fewest rows, then fewest relays, then
