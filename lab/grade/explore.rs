@@ -505,6 +505,8 @@ pub trait Explorer: Sync {
 pub struct Published {
     pub channel: String,
     pub recipient: String,
+    /// Its text; the invariants compare it with what names each send's
+    /// message ([`Explorer::message_of`]), applied to it as well.
     pub body: String,
     pub at: i64,
 }
