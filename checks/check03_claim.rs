@@ -472,19 +472,21 @@ fn play(case: &Case, race: &Race) -> Result<Played> {
 /// changes nothing and is best-effort: if it cannot get the lock, the race
 /// is played without it.
 fn busy_writer(app_db: &Path, at: u64) {
-    let epoch_ms = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
-    let until = |t: SystemTime| {
-        if let Ok(wait) = t.duration_since(SystemTime::now()) {
-            std::thread::sleep(wait);
-        }
-    };
     let Ok(conn) = Connection::open(app_db) else {
         return;
     };
-    until(epoch_ms(at.saturating_sub(BUSY_WRITER_LEAD_MS)));
+    until(at.saturating_sub(BUSY_WRITER_LEAD_MS));
     if conn.execute_batch("BEGIN IMMEDIATE").is_ok() {
-        until(epoch_ms(at + BUSY_WRITER_MS));
+        until(at + BUSY_WRITER_MS);
         let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// Sleeps until `ms` since the UNIX epoch, if that is still to come.
+fn until(ms: u64) {
+    let t = UNIX_EPOCH + Duration::from_millis(ms);
+    if let Ok(wait) = t.duration_since(SystemTime::now()) {
+        std::thread::sleep(wait);
     }
 }
 
@@ -499,12 +501,6 @@ fn busy_writer(app_db: &Path, at: u64) {
 /// rows are written as the setup writes the queued ones. Best-effort, as
 /// [`busy_writer`]: an invite it cannot write is a race without it.
 fn stream_writer(app_db: &Path, at: u64, invites: &[Invite]) {
-    let until = |ms: u64| {
-        let t = UNIX_EPOCH + Duration::from_millis(ms);
-        if let Ok(wait) = t.duration_since(SystemTime::now()) {
-            std::thread::sleep(wait);
-        }
-    };
     let Ok(conn) = Connection::open(app_db) else {
         return;
     };
