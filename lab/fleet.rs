@@ -103,12 +103,13 @@ pub struct RelayPlan {
     /// the outage is timed from it, whatever life a relay is in.
     #[serde(default)]
     pub play_start_ms: u64,
-    /// The relay's first send this many ms or more after the play's start
-    /// that the provider would deliver hangs (0: none): the provider holds
-    /// it unanswered until another relay sends to the same recipient, or
-    /// for `hang_max_ms`, and then answers a 503 (nothing delivered). A relay hung past the sweep's
-    /// threshold is taken for dead while it still runs: its late answer
-    /// and the rest of its batch come after its rows were given to others.
+    /// The relay's first send this many ms or more after the play's start,
+    /// of a row never sent before, that the provider would deliver hangs
+    /// (0: none): the provider holds it unanswered until another relay
+    /// sends to the same recipient, or for `hang_max_ms`, and then answers
+    /// a 503 (nothing delivered). A relay hung past the sweep's threshold
+    /// is taken for dead while it still runs: its late answer and the rest
+    /// of its batch come after its rows were given to others.
     #[serde(default)]
     pub hang_from_ms: u64,
     #[serde(default)]

@@ -392,15 +392,16 @@ impl Recorder {
             held.nth
         );
         let op = std::mem::replace(&mut self.op, held.op);
-        let recorded = self.insert_event(Kind::Commit, Some(held.nth), &text, None, held.at_ms);
-        let recorded = recorded.and_then(|_| {
-            self.conn
-                .prepare_cached("UPDATE events SET writes = ?1 WHERE seq = last_insert_rowid()")
-                .and_then(|mut update| update.execute([&held.writes]))
-                .context("could not record an event in the world")
-        });
+        let recorded = self.insert_event(
+            Kind::Commit,
+            Some(held.nth),
+            &text,
+            None,
+            held.at_ms,
+            Some(&held.writes),
+        );
         if held.crash {
-            let _ = self.insert_event(Kind::Crash, None, "process aborted", None, held.at_ms);
+            let _ = self.insert_event(Kind::Crash, None, "process aborted", None, held.at_ms, None);
             std::process::abort();
         }
         self.op = op;
@@ -447,7 +448,7 @@ impl Recorder {
         elapsed_us: Option<u64>,
     ) -> Result<()> {
         self.settle_held()?;
-        self.insert_event(kind, nth, text, elapsed_us, self.clock.now())
+        self.insert_event(kind, nth, text, elapsed_us, self.clock.now(), None)
     }
 
     /// Records a held commit with writes, which came before whatever comes
@@ -459,6 +460,8 @@ impl Recorder {
         self.flush_commit()
     }
 
+    /// Records one event, with what its transaction wrote when it is a
+    /// commit: one statement, so one transaction of the world's.
     fn insert_event(
         &mut self,
         kind: Kind,
@@ -466,11 +469,13 @@ impl Recorder {
         text: &str,
         elapsed_us: Option<u64>,
         at_ms: i64,
+        writes: Option<&str>,
     ) -> Result<()> {
         self.conn
             .prepare_cached(
-                "INSERT INTO events (process, lane, kind, op, nth, subject, text, elapsed, at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO events
+                    (process, lane, kind, op, nth, subject, text, elapsed, at_ms, writes)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut insert| {
                 insert.execute(params![
@@ -482,7 +487,8 @@ impl Recorder {
                     self.subject,
                     text,
                     elapsed_us.map(|us| us as i64),
-                    at_ms
+                    at_ms,
+                    writes
                 ])
             })
             .context("could not record an event in the world")?;
@@ -541,13 +547,35 @@ impl Recorder {
         refused: Option<Outcome>,
     ) -> Result<Outcome> {
         self.settle_held()?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        // The check, the record and its event are one transaction, so
+        // racing processes agree, and the world writes once per send.
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
             .context("could not lock the world to record a send")?;
+        let recorded = self.record_attempt(channel, recipient, body, html, key, refused);
+        let ended = match recorded {
+            Ok(_) => self.conn.execute_batch("COMMIT"),
+            Err(_) => self.conn.execute_batch("ROLLBACK"),
+        };
+        let outcome = recorded?;
+        ended.context("could not record a send in the world")?;
+        Ok(outcome)
+    }
+
+    /// The inside of [`Recorder::attempt_with_html`]'s transaction.
+    fn record_attempt(
+        &mut self,
+        channel: &str,
+        recipient: &str,
+        body: &str,
+        html: Option<&str>,
+        key: Option<&str>,
+        refused: Option<Outcome>,
+    ) -> Result<Outcome> {
         let now = self.clock.now();
         let seen = match key {
-            Some(key) if refused.is_none() => tx
+            Some(key) if refused.is_none() => self
+                .conn
                 .prepare_cached(
                     "SELECT 1 FROM deliveries
                      WHERE key = ?1 AND channel = ?2 AND outcome = 'delivered' AND at_ms > ?3",
@@ -562,27 +590,26 @@ impl Recorder {
             (None, true) => Outcome::Deduplicated,
             (None, false) => Outcome::Delivered,
         };
-        tx.prepare_cached(
-            "INSERT INTO deliveries
-                (process, channel, recipient, body, html, key, outcome, at_ms, began_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?
-        .execute(params![
-            self.process,
-            channel,
-            recipient,
-            body,
-            html,
-            key,
-            match std::mem::take(&mut self.limited) {
-                true if outcome == Outcome::Failed => LIMITED,
-                _ => outcome.name(),
-            },
-            now,
-            self.began.take().unwrap_or(now)
-        ])?;
-        tx.commit()
-            .context("could not record a send in the world")?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO deliveries
+                    (process, channel, recipient, body, html, key, outcome, at_ms, began_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                self.process,
+                channel,
+                recipient,
+                body,
+                html,
+                key,
+                match std::mem::take(&mut self.limited) {
+                    true if outcome == Outcome::Failed => LIMITED,
+                    _ => outcome.name(),
+                },
+                now,
+                self.began.take().unwrap_or(now)
+            ])?;
         let subject = self.subject.replace(recipient.to_string());
         let text = match outcome {
             Outcome::Delivered => format!("{channel} to {recipient}: {body}"),
@@ -593,7 +620,7 @@ impl Recorder {
             Outcome::Failed => format!("{channel} to {recipient}: provider failed"),
             Outcome::Rejected => format!("{channel} to {recipient}: rejected for good"),
         };
-        let recorded = self.event(Kind::Send, None, &text);
+        let recorded = self.insert_event(Kind::Send, None, &text, None, now, None);
         self.subject = subject;
         recorded.map(|_| outcome)
     }

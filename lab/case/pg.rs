@@ -50,6 +50,7 @@ const WORLD_SCHEMA: &str = "
         waited_us  BIGINT NOT NULL DEFAULT 0,
         call       INTEGER NOT NULL
     );
+    CREATE INDEX requests_by_recipient ON requests (recipient);
     CREATE TABLE notes (
         seq   BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         relay TEXT NOT NULL,
@@ -194,10 +195,13 @@ impl Email {
         let answer = self.answer(to);
         // The hang strikes a send the provider would deliver: the row that
         // another relay then takes over can be delivered, and what the hung
-        // relay's late result does to it shows.
+        // relay's late result does to it shows. It strikes a row's first
+        // send, so the row has its attempts left whatever a sweep counts.
         if answer.is_ok()
             && self.plan.hang_from_ms > 0
             && play_ms(&self.plan) >= self.plan.hang_from_ms
+            && !self.hung.load(std::sync::atomic::Ordering::Relaxed)
+            && self.first_send(to)?
             && !self.hung.swap(true, std::sync::atomic::Ordering::Relaxed)
         {
             return self.hang(key, to);
@@ -228,6 +232,18 @@ impl Email {
         };
         std::thread::sleep(Duration::from_millis(ms));
         answer
+    }
+
+    /// Whether no send to `to` reached the provider before this one.
+    fn first_send(&self, to: &str) -> Result<bool, SendError> {
+        let seen: bool = crate::db::lock(&self.observer)
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM requests WHERE recipient = $1)",
+                &[&to],
+            )
+            .context("the provider could not look at its requests")?
+            .get(0);
+        Ok(!seen)
     }
 
     /// Which call of the case's `relay` this is, from 1.
