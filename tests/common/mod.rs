@@ -9,6 +9,27 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The correct alternatives catalogued for chapter `chapter` (`alt-*`),
+/// by name, sorted, each checked to say what it is on its first line.
+pub fn alternatives(chapter: u32) -> Vec<String> {
+    let folder = root().join(format!("checks/case{chapter:02}"));
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("alt-") && name.ends_with(".diff"))
+        .map(|name| name.trim_end_matches(".diff").to_string())
+        .collect();
+    names.sort();
+    for name in &names {
+        let patch = std::fs::read_to_string(folder.join(format!("{name}.diff"))).unwrap();
+        assert!(
+            patch.starts_with("a correct alternative: "),
+            "{name} says what it is on its first line"
+        );
+    }
+    names
+}
+
 /// Runs `notify` with `args` in `dir`, without colour.
 pub fn notify_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_notify"))
