@@ -114,6 +114,11 @@ pub struct RelayPlan {
     pub hang_from_ms: u64,
     #[serde(default)]
     pub hang_max_ms: u64,
+    /// Sends after the hung one that fail too, with a 503 and nothing
+    /// delivered, whatever they carry: the relay's link to the provider is
+    /// still down when it wakes.
+    #[serde(default)]
+    pub hang_fails_after: u32,
     /// The relay crashes at its first send the provider delivers this many
     /// ms or more after the play's start (0: never), right after the
     /// delivery and before the case hears the answer: the row was sent

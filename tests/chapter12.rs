@@ -174,7 +174,11 @@ mod on_postgres {
     /// 503 take the row back from the relay that delivered it meanwhile:
     /// it goes out again, or, when that 503 was its last attempt, it ends
     /// FAILED though delivered (chapter 5's rules), by how many tries the
-    /// hung row had had. The breaker is judged by its own fix.
+    /// hung row had had. The breaker is judged by its own fix; one that
+    /// counts refusals pauses relays its rule keeps sending, among them the
+    /// ones that would take over a hung relay's rows, so on a loaded
+    /// machine those rows may wait past the bound and nothing-is-lost goes
+    /// either way.
     const WRONG_FIXES: &[(&str, &str)] = &[
         ("select-then-update", "PASS ? FAIL ? PASS ? ?"),
         ("lock-without-claim", "PASS ? FAIL ? PASS ? ?"),
@@ -184,6 +188,7 @@ mod on_postgres {
         ("sweep-too-soon", "PASS PASS FAIL ? PASS ? ?"),
         ("sweep-needs-a-dead-connection", "PASS FAIL PASS ? PASS ? ?"),
         ("fence-on-status-only", "PASS ? ? ? PASS ? ?"),
+        ("hand-back-unfenced", "PASS ? FAIL ? PASS ? ?"),
         ("fresh-key", "FAIL PASS PASS ? PASS ? ?"),
         ("no-key", "FAIL PASS PASS ? PASS ? ?"),
         ("sent-at-claim", "PASS FAIL PASS ? PASS ? ?"),
@@ -193,7 +198,7 @@ mod on_postgres {
         ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
         ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
         ("opens-when-nearly-all-fail", "PASS PASS PASS ? PASS ? FAIL"),
-        ("counts-refusals", "PASS PASS PASS ? PASS ? FAIL"),
+        ("counts-refusals", "PASS ? PASS ? PASS ? FAIL"),
     ];
 
     /// Every correct alternative in the catalogue (`alt-*`) passes. One

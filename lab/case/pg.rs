@@ -131,6 +131,8 @@ pub struct Email {
     hung: std::sync::atomic::AtomicBool,
     /// Calls of the case's `relay` so far in this life.
     calls: std::sync::atomic::AtomicI32,
+    /// Sends still to fail after the hung one: the link is still down.
+    fails_left: std::sync::atomic::AtomicU32,
 }
 
 impl Email {
@@ -192,7 +194,21 @@ impl Email {
     }
 
     fn request(&self, key: Option<&str>, to: &str, _body: &str) -> Result<(), SendError> {
-        let answer = self.answer(to);
+        let link_down = self
+            .fails_left
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| n.checked_sub(1),
+            )
+            .is_ok();
+        let answer = if link_down {
+            Err(SendError::Unavailable(
+                "503 no answer: the link to the provider is down".to_string(),
+            ))
+        } else {
+            self.answer(to)
+        };
         // The hang strikes a send the provider would deliver: the row that
         // another relay then takes over can be delivered, and what the hung
         // relay's late result does to it shows. It strikes a row's first
@@ -332,6 +348,10 @@ impl Email {
             std::thread::sleep(HANG_POLL);
         }
         let hung = began.elapsed();
+        self.fails_left.store(
+            self.plan.hang_fails_after,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         observer
             .execute(
                 "UPDATE requests SET hung_us = $2, hanging = false WHERE seq = $1",
@@ -442,6 +462,7 @@ fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> R
         rng: Mutex::new(Rng::new(plan.seed)),
         hung: Default::default(),
         calls: Default::default(),
+        fails_left: Default::default(),
     };
     let note = |what: &str, text: &str| -> Result<()> {
         crate::db::lock(&email.observer)

@@ -64,6 +64,9 @@ pub struct Hang {
     pub relay: u32,
     /// Its first send this many ms or more after the relays began.
     pub from_ms: u64,
+    /// Sends after the hung one that fail too (a 503, nothing delivered):
+    /// the relay's link to the provider is still down when it wakes.
+    pub fails_after: u32,
 }
 
 /// One play: an outbox of `rows` rows, `relays` relay processes, the
@@ -297,11 +300,9 @@ fn relay(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         plan.play_start_ms = (began_us / 1000) as u64;
-        plan.hang_from_ms = play
-            .hangs
-            .iter()
-            .find(|h| h.relay == slot_of(me))
-            .map_or(0, |h| h.from_ms);
+        let hang = play.hangs.iter().find(|h| h.relay == slot_of(me));
+        plan.hang_from_ms = hang.map_or(0, |h| h.from_ms);
+        plan.hang_fails_after = hang.map_or(0, |h| h.fails_after);
         orders(Duty::Relay(plan))
     };
     let mut running = Running {
