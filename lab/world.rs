@@ -549,80 +549,80 @@ impl Recorder {
         self.settle_held()?;
         // The check, the record and its event are one transaction, so
         // racing processes agree, and the world writes once per send.
+        self.in_transaction("a send", |this| {
+            let now = this.clock.now();
+            let seen = match key {
+                Some(key) if refused.is_none() => this
+                    .conn
+                    .prepare_cached(
+                        "SELECT 1 FROM deliveries
+                         WHERE key = ?1 AND channel = ?2 AND outcome = 'delivered' AND at_ms > ?3",
+                    )?
+                    .query_row(params![key, channel, now - KEY_WINDOW_MS], |_| Ok(()))
+                    .optional()?
+                    .is_some(),
+                _ => false,
+            };
+            let outcome = match (refused, seen) {
+                (Some(refused), _) => refused,
+                (None, true) => Outcome::Deduplicated,
+                (None, false) => Outcome::Delivered,
+            };
+            this.conn
+                .prepare_cached(
+                    "INSERT INTO deliveries
+                        (process, channel, recipient, body, html, key, outcome, at_ms, began_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?
+                .execute(params![
+                    this.process,
+                    channel,
+                    recipient,
+                    body,
+                    html,
+                    key,
+                    match std::mem::take(&mut this.limited) {
+                        true if outcome == Outcome::Failed => LIMITED,
+                        _ => outcome.name(),
+                    },
+                    now,
+                    this.began.take().unwrap_or(now)
+                ])?;
+            let subject = this.subject.replace(recipient.to_string());
+            let text = match outcome {
+                Outcome::Delivered => format!("{channel} to {recipient}: {body}"),
+                Outcome::Deduplicated => format!(
+                    "{channel} to {recipient}: repeat of key {}, nothing sent",
+                    key.unwrap_or("")
+                ),
+                Outcome::Failed => format!("{channel} to {recipient}: provider failed"),
+                Outcome::Rejected => format!("{channel} to {recipient}: rejected for good"),
+            };
+            let recorded = this.insert_event(Kind::Send, None, &text, None, now, None);
+            this.subject = subject;
+            recorded.map(|_| outcome)
+        })
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction of the world's, which
+    /// commits if `f` succeeds and rolls back if it fails. `what` names
+    /// what is recorded, for the error.
+    fn in_transaction<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
-            .context("could not lock the world to record a send")?;
-        let recorded = self.record_attempt(channel, recipient, body, html, key, refused);
+            .with_context(|| format!("could not lock the world to record {what}"))?;
+        let recorded = f(self);
         let ended = match recorded {
             Ok(_) => self.conn.execute_batch("COMMIT"),
             Err(_) => self.conn.execute_batch("ROLLBACK"),
         };
-        let outcome = recorded?;
-        ended.context("could not record a send in the world")?;
-        Ok(outcome)
-    }
-
-    /// The inside of [`Recorder::attempt_with_html`]'s transaction.
-    fn record_attempt(
-        &mut self,
-        channel: &str,
-        recipient: &str,
-        body: &str,
-        html: Option<&str>,
-        key: Option<&str>,
-        refused: Option<Outcome>,
-    ) -> Result<Outcome> {
-        let now = self.clock.now();
-        let seen = match key {
-            Some(key) if refused.is_none() => self
-                .conn
-                .prepare_cached(
-                    "SELECT 1 FROM deliveries
-                     WHERE key = ?1 AND channel = ?2 AND outcome = 'delivered' AND at_ms > ?3",
-                )?
-                .query_row(params![key, channel, now - KEY_WINDOW_MS], |_| Ok(()))
-                .optional()?
-                .is_some(),
-            _ => false,
-        };
-        let outcome = match (refused, seen) {
-            (Some(refused), _) => refused,
-            (None, true) => Outcome::Deduplicated,
-            (None, false) => Outcome::Delivered,
-        };
-        self.conn
-            .prepare_cached(
-                "INSERT INTO deliveries
-                    (process, channel, recipient, body, html, key, outcome, at_ms, began_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                self.process,
-                channel,
-                recipient,
-                body,
-                html,
-                key,
-                match std::mem::take(&mut self.limited) {
-                    true if outcome == Outcome::Failed => LIMITED,
-                    _ => outcome.name(),
-                },
-                now,
-                self.began.take().unwrap_or(now)
-            ])?;
-        let subject = self.subject.replace(recipient.to_string());
-        let text = match outcome {
-            Outcome::Delivered => format!("{channel} to {recipient}: {body}"),
-            Outcome::Deduplicated => format!(
-                "{channel} to {recipient}: repeat of key {}, nothing sent",
-                key.unwrap_or("")
-            ),
-            Outcome::Failed => format!("{channel} to {recipient}: provider failed"),
-            Outcome::Rejected => format!("{channel} to {recipient}: rejected for good"),
-        };
-        let recorded = self.insert_event(Kind::Send, None, &text, None, now, None);
-        self.subject = subject;
-        recorded.map(|_| outcome)
+        let value = recorded?;
+        ended.with_context(|| format!("could not record {what} in the world"))?;
+        Ok(value)
     }
 
     /// Records that this process has begun a send ([`Moment::Sending`]).
