@@ -188,7 +188,6 @@ mod on_postgres {
         ("sweep-too-soon", "PASS PASS FAIL ? PASS ? ?"),
         ("sweep-needs-a-dead-connection", "PASS FAIL PASS ? PASS ? ?"),
         ("fence-on-status-only", "PASS ? ? ? PASS ? ?"),
-        ("hand-back-unfenced", "PASS ? FAIL ? PASS ? ?"),
         ("fresh-key", "FAIL PASS PASS ? PASS ? ?"),
         ("no-key", "FAIL PASS PASS ? PASS ? ?"),
         ("sent-at-claim", "PASS FAIL PASS ? PASS ? ?"),
