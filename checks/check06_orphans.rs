@@ -832,6 +832,7 @@ impl Played {
                 },
                 subject: key,
                 error: None,
+                message: None,
             })
     }
 

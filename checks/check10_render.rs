@@ -1430,6 +1430,7 @@ impl Explorer for Generated {
                 subject: format!("{} ({}): {}", r.recipient, r.channel, r.title),
                 status: r.status.clone(),
                 error: (!r.error.is_empty()).then(|| r.error.clone()),
+                message: None,
             })
             .collect();
         Ok(Observation { fates, rows })

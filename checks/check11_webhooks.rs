@@ -1685,6 +1685,7 @@ impl Explorer for Generated {
                 subject: format!("{} ({})", r.message, r.status),
                 status: r.status,
                 error: (!r.error.is_empty()).then_some(r.error),
+                message: None,
             })
             .collect();
         Ok(Observation { fates, rows })

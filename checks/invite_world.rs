@@ -428,6 +428,7 @@ fn read_rows(dir: &Path, history: &History) -> Vec<Row> {
                 subject: format!("the email to {:?}", format!("{recipient}: {body}")),
                 status: status.to_string(),
                 error: None,
+                message: None,
             }
         })
         .collect()

@@ -271,11 +271,26 @@ fn mistakes_made_while_following_the_chapter_fail() {
         ),
         (
             "first-error-kept",
-            "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+            "PASS PASS PASS PASS FAIL PASS PASS FAIL PASS PASS",
         ),
         (
             "retry-after-capped",
             "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+        ),
+        // Gaps summed from the first attempt: early once a send takes time.
+        (
+            "gaps-from-first-attempt",
+            "PASS PASS PASS FAIL PASS PASS PASS PASS FAIL PASS",
+        ),
+        // A Retry-After of 1 s is not a backoff of 1 s.
+        (
+            "retry-after-replaces-gap",
+            "PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS",
+        ),
+        // The rest of a claim left claimed after a 429 never goes out.
+        (
+            "stops-batch-on-429",
+            "PASS PASS PASS PASS FAIL FAIL PASS FAIL PASS PASS",
         ),
     ] {
         let (code, pattern, _) = check(&["--no-shrink", "--variant", variant]);

@@ -362,6 +362,11 @@ pub struct Row {
     pub status: String,
     /// The error kept with it, if any.
     pub error: Option<String>,
+    /// Its message (channel, recipient, body), where the chapter's rows
+    /// carry one: a dead letter's error is then held against the answer
+    /// that ended its message ([`crate::history::last_answer`]).
+    #[serde(default)]
+    pub message: Option<(String, String, String)>,
 }
 
 /// What a chapter reads from one played scenario.
@@ -1224,6 +1229,7 @@ fn invariants(
                     row.subject
                 )),
             })
+            .chain(misnamed(&played.history, &played.observation.rows))
             .collect();
         if !lines.is_empty() {
             found.push(Breach {
@@ -1260,6 +1266,47 @@ fn invariants(
         }
     }
     found
+}
+
+/// Dead letters whose error names another answer than the one that ended
+/// their message: chapter 5's `last_error` is what the provider said the
+/// last time, and chapter 6's sweep says its dispatcher was lost. Only a
+/// recipient with one row of the outbox is judged, so that a poison send
+/// is known to be this message's.
+fn misnamed(history: &History, rows: &[Row]) -> Vec<String> {
+    let recipient_of = |row: &Row| row.message.as_ref().map(|(c, r, _)| (c.clone(), r.clone()));
+    rows.iter()
+        .filter(|row| row.status == "FAILED")
+        .filter_map(|row| {
+            let (channel, recipient, body) = row.message.as_ref()?;
+            let mine = recipient_of(row);
+            if rows.iter().filter(|r| recipient_of(r) == mine).count() != 1 {
+                return None;
+            }
+            let ended = crate::history::last_answers(history, channel, recipient, body)?;
+            let kept = crate::history::answer_kind(row.error.as_deref());
+            crate::history::names_another_answer(kept, &ended).then(|| {
+                let what = match ended[0] {
+                    "dispatcher lost" => "its last attempt died with its dispatcher".to_string(),
+                    "no answer" => "its last attempt got no answer".to_string(),
+                    "refused" => "its last attempt was refused for good".to_string(),
+                    answer => format!("its last attempt was answered {answer}"),
+                };
+                let named = match kept {
+                    "dispatcher lost" => "a lost dispatcher",
+                    "no answer" => "a timeout",
+                    "refused" => "a refusal",
+                    "429" => "a 429",
+                    _ => "a 503",
+                };
+                format!(
+                    "{} is a dead letter whose error names {named}, but {what}: {:?}",
+                    row.subject,
+                    row.error.as_deref().unwrap_or_default()
+                )
+            })
+        })
+        .collect()
 }
 
 /// Sends without a key, messages that went to the provider under more

@@ -1,6 +1,7 @@
 //! The parent's side of the world: reading back what a scenario's
 //! processes recorded in `world.db` (see [`crate::world`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -297,6 +298,7 @@ pub fn read_outbox(
         .into_iter()
         .map(|q| Row {
             subject: subject(&q),
+            message: Some((q.channel.clone(), q.recipient.clone(), q.body.clone())),
             status: q.status,
             error: q.error,
         })
@@ -359,6 +361,109 @@ pub fn answer_kind(error: Option<&str>) -> &'static str {
     } else {
         "another error"
     }
+}
+
+/// The words, in [`answer_kind`]'s terms, a dead letter's error may use
+/// for what ended its message, read from the world after its last attempt:
+/// - "dispatcher lost" alone, when the process sending it died before it
+///   recorded any answer (an abort with no commit after the send), or a
+///   poison send to the same recipient killed a sender after it;
+/// - "no answer", when the caller saw a timeout;
+/// - else the provider's answer: "503" (or "no answer": a hung provider
+///   fails a send and never answers), "429" or "refused", and "no answer"
+///   beside it when a later request to the recipient was lost on its way;
+/// - and "dispatcher lost" beside either of those when any process died,
+///   or any commit failed, after the attempt: the sweep may then have
+///   charged a claim that stranded with no send (chapter 6).
+///
+/// `None` when the message reached no provider, was delivered, or its
+/// answer's record failed (whether the service kept it anyway is its own
+/// business).
+pub fn last_answers(
+    history: &History,
+    channel: &str,
+    recipient: &str,
+    body: &str,
+) -> Option<Vec<&'static str>> {
+    const LOST: &str = "dispatcher lost";
+    // The n-th send event of a process records its n-th delivery.
+    let mut sends: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut by_process: BTreeMap<u32, Vec<&Delivery>> = BTreeMap::new();
+    for d in &history.deliveries {
+        by_process.entry(d.process).or_default().push(d);
+    }
+    let mut last: Option<(usize, &Delivery)> = None;
+    for (i, e) in history.events.iter().enumerate() {
+        if e.kind != Kind::Send {
+            continue;
+        }
+        let n = sends.entry(e.process).or_default();
+        let d = by_process.get(&e.process).and_then(|ds| ds.get(*n));
+        *n += 1;
+        let this =
+            |d: &&&Delivery| d.channel == channel && d.recipient == recipient && d.body == body;
+        if let Some(d) = d.filter(this) {
+            last = Some((i, d));
+        }
+    }
+    let (at, d) = last?;
+    let after = &history.events[at + 1..];
+    if after
+        .iter()
+        .any(|e| e.kind == Kind::Crash && e.subject.as_deref() == Some(recipient))
+    {
+        return Some(vec![LOST]);
+    }
+    let mut answer = None;
+    // Its own process's next word on it: a timeout right after the send,
+    // an abort before any commit recorded the answer, or that commit.
+    for (k, e) in after.iter().filter(|e| e.process == d.process).enumerate() {
+        match e.kind {
+            Kind::Timeout if k == 0 => {
+                answer = Some("no answer");
+                break;
+            }
+            Kind::Crash | Kind::Panic => return Some(vec![LOST]),
+            Kind::Commit => break,
+            Kind::CommitFailed => return None,
+            _ => {}
+        }
+    }
+    let mut words = match (answer, d.outcome) {
+        (Some(said), _) => vec![said],
+        (None, Outcome::Delivered | Outcome::Deduplicated) => return None,
+        (None, Outcome::Rejected) => vec!["refused"],
+        (None, Outcome::Failed) if d.limited => vec!["429"],
+        // A provider that hangs fails the send and never answers: the
+        // world records no timeout for it.
+        (None, Outcome::Failed) => vec!["503", "no answer"],
+    };
+    // A later request lost on its way never reached the provider.
+    let lost_request = after
+        .iter()
+        .any(|e| e.kind == Kind::Timeout && e.subject.as_deref() == Some(recipient));
+    if lost_request && !words.contains(&"no answer") {
+        words.push("no answer");
+    }
+    let stranded = after.iter().any(|e| {
+        matches!(
+            e.kind,
+            Kind::Crash | Kind::Panic | Kind::CommitFailed | Kind::Start
+        )
+    });
+    if stranded {
+        words.push(LOST);
+    }
+    Some(words)
+}
+
+/// Whether a dead letter's error, of this [`answer_kind`], names another
+/// answer than those that may have ended its message ([`last_answers`]):
+/// an operator reading it would mend the wrong thing. An error in the
+/// service's own words names no answer, and passes.
+pub fn names_another_answer(kind: &str, ended: &[&str]) -> bool {
+    let answers = ["503", "429", "refused", "no answer", "dispatcher lost"];
+    answers.contains(&kind) && !ended.contains(&kind)
 }
 
 /// How a row the contract cannot place is called: neither delivered nor
