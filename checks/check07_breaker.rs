@@ -2166,6 +2166,14 @@ const DIMENSIONS: &[Dimension<World>] = &[
         reached: |w| w.people.iter().any(|p| p.script == Script::Poison(0)),
     },
     Dimension {
+        name: "a message answered 429 until its last attempt, which kills its dispatcher: its dead letter names the lost dispatcher, not the 429 before",
+        reached: |w| {
+            w.people
+                .iter()
+                .any(|p| p.script == Script::Poison(ATTEMPTS as u32 - 1))
+        },
+    },
+    Dimension {
         name: "a provider down for longer than the breaker's 30 s wait",
         reached: |w| w.troubles().any(|t| !t.hang && t.to - t.from > PROBE_EVERY),
     },
@@ -2544,6 +2552,7 @@ impl Explorer for Generated {
             .into_iter()
             .map(|q| lab::explore::Row {
                 subject: format!("{}: {}", q.recipient, q.body),
+                message: Some((q.channel, q.recipient, q.body)),
                 status: q.status,
                 error: q.error,
             })
@@ -2586,13 +2595,24 @@ impl Explorer for Generated {
         let mut people: Vec<usize> = told.iter().map(|t| t.who).collect();
         people.sort();
         people.dedup();
-        parts.push(format!(
-            "{} notifications for {} people from {} to {}",
-            told.len(),
-            people.len(),
+        let (first, last) = (
             clock(told.first().map_or(0, |t| t.at)),
-            clock(told.last().map_or(0, |t| t.at))
-        ));
+            clock(told.last().map_or(0, |t| t.at)),
+        );
+        let whom = match people.len() {
+            1 => "1 person".to_string(),
+            n => format!("{n} people"),
+        };
+        parts.push(match first == last {
+            true => format!(
+                "{} for {whom} at {first}",
+                lab::report::counted(told.len(), "notification")
+            ),
+            false => format!(
+                "{} for {whom} from {first} to {last}",
+                lab::report::counted(told.len(), "notification")
+            ),
+        });
         let odd: Vec<String> = people
             .iter()
             .map(|&i| &world.people[i])
