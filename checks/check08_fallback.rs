@@ -168,6 +168,10 @@ enum Trouble {
     Rejected,
     /// The first n pushes are answered 429, then it works.
     Flaky(u32),
+    /// Every push reaches the provider and fails there, and no answer
+    /// comes: the dispatcher sees a timeout each time, until the row runs
+    /// out of attempts.
+    Silent,
 }
 
 impl Trouble {
@@ -177,6 +181,7 @@ impl Trouble {
             Trouble::Rejected => format!("{name}'s phone is no longer registered (410)"),
             Trouble::Flaky(1) => format!("{name}'s phone is rate limited once, then works"),
             Trouble::Flaky(n) => format!("{name}'s phone is rate limited {n} times, then works"),
+            Trouble::Silent => format!("{name}'s phone never answers (a timeout)"),
         }
     }
 }
@@ -395,9 +400,13 @@ impl Scenario {
     /// A batch drawn from `seed`: three or four things two minutes apart,
     /// of any kind, each told to one troubled phone, three to five working
     /// phones and sometimes someone who reads email. The first is always
-    /// important, and its phone never gets a push.
+    /// important, and its phone never gets a push: it is rate limited, no
+    /// longer registered, or, one batch in three, never answers, so a
+    /// dead letter of every kind the provider can cause falls back.
     fn random(seed: u64) -> Scenario {
         let mut rng = Rng::new(seed);
+        // From a stream of its own, so the rest of the batch is as it was.
+        let silent = Rng::new(seed ^ 0x0808_5113_0000).between(0, 2) == 0;
         let mut s = Scenario::new(Some(seed), format!("random batch (seed {seed})"));
         let mut names = NAMES.to_vec();
         rng.shuffle(&mut names);
@@ -408,6 +417,7 @@ impl Scenario {
         for (i, name) in troubled.iter().enumerate() {
             let (kind, trouble) = if i == 0 {
                 let t = match rng.between(0, 1) {
+                    _ if silent => Trouble::Silent,
                     0 => Trouble::Throttled,
                     _ => Trouble::Rejected,
                 };
@@ -505,6 +515,7 @@ impl Scenario {
         };
         ProviderScript {
             rejected: of(Trouble::Rejected),
+            unanswered: of(Trouble::Silent),
             rate_limited: self
                 .happenings
                 .iter()
@@ -621,18 +632,30 @@ impl Played {
             .collect()
     }
 
-    /// Where an email with `p`'s text went, if not to its person: the
-    /// fallback sent to the wrong recipient.
-    fn misaddressed(&self, p: &Published) -> Option<String> {
+    /// Where an email with `p`'s text went, if not to its person nor to
+    /// someone `s` told the same news by email: the fallback sent to the
+    /// wrong recipient.
+    fn misaddressed(&self, s: &Scenario, p: &Published) -> Option<String> {
+        let told_by_email = |to: &str| {
+            s.published.iter().any(|q| {
+                q.person.channel == "email"
+                    && q.person.email() == to
+                    && q.notice.text == p.notice.text
+            })
+        };
         self.history
             .emails()
-            .find(|d| d.body.contains(&p.notice.text) && d.recipient != p.person.email())
+            .find(|d| {
+                d.body.contains(&p.notice.text)
+                    && d.recipient != p.person.email()
+                    && !told_by_email(&d.recipient)
+            })
             .map(|d| d.recipient.clone())
     }
 
     /// What became of `p`'s fallback email, for a person never told.
-    fn no_email(&self, p: &Published) -> String {
-        match self.misaddressed(p) {
+    fn no_email(&self, s: &Scenario, p: &Published) -> String {
+        match self.misaddressed(s, p) {
             Some(to) => format!("an email went to {to}, not to {}", p.person.email()),
             None => "no email was queued".to_string(),
         }
@@ -1068,7 +1091,7 @@ fn told(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Findin
                         status.unwrap_or("not in the outbox")
                     ),
                 },
-                played.no_email(p)
+                played.no_email(s, p)
             )
         })
         .collect();
@@ -1102,7 +1125,7 @@ fn one_each(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Fi
             0 => format!(
                 "{} was dead-lettered and {}: {} was never told.",
                 about(p),
-                played.no_email(p),
+                played.no_email(s, p),
                 p.person.id
             ),
             n => format!(
@@ -2296,6 +2319,7 @@ impl Explorer for Generated {
                 subject: subject_of(&q.channel, &q.recipient, &q.body),
                 status: q.status.clone(),
                 error: q.error.clone(),
+                message: Some((q.channel.clone(), q.recipient.clone(), q.body.clone())),
             })
             .collect();
         Ok(Observation { fates, rows })
@@ -2600,7 +2624,10 @@ mod tests {
         for seed in 1..50 {
             let s = Scenario::random(seed);
             assert!(s.troubled().any(|(h, p)| p.important()
-                && matches!(h.trouble, Trouble::Throttled | Trouble::Rejected)));
+                && matches!(
+                    h.trouble,
+                    Trouble::Throttled | Trouble::Rejected | Trouble::Silent
+                )));
         }
     }
 

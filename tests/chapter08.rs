@@ -268,6 +268,46 @@ fn a_sweep_without_the_fallback_leaves_ada_untold_when_her_dispatcher_is_lost() 
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn no_fallback_after_a_timeout_leaves_a_silent_phone_untold() {
+    // A random batch's phone that never answers, on an important kind,
+    // and a generated one: a dead letter of any kind falls back.
+    let (code, pattern, report) = variant("no-fallback-after-timeout");
+    assert_eq!(
+        pattern,
+        "FAIL FAIL PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+    );
+    assert_eq!(code, 1);
+    assert!(
+        details_of(&report, TOLD).contains("no email was queued"),
+        "{report}"
+    );
+    assert!(
+        scenario_of(&report, AGREES).contains("never answers"),
+        "{report}"
+    );
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_sweep_dead_letter_that_keeps_an_earlier_error_blames_the_provider() {
+    let (code, pattern, report) = variant("sweep-dead-letter-keeps-error");
+    // A generated push answered 429, whose later sends kill their
+    // dispatchers, is dead-lettered as a 429; and chapter 6's late
+    // finisher shows the same on a hung last attempt.
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS FAIL"
+    );
+    assert_eq!(code, 1);
+    let settled = details_of(&report, SETTLED);
+    assert!(
+        settled.contains("its last attempt died with its dispatcher"),
+        "{settled}"
+    );
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn an_unfenced_fallback_emails_ada_again_on_a_late_answer() {
     // The late answer races real processes: its verdicts must not.
     // And chapter 6's late refusal of fay's push emails her the next day.
