@@ -1340,27 +1340,21 @@ fn resent(history: &History) -> (Vec<String>, Vec<String>) {
         /// Whether a commit came after its last send, or since its call began.
         primed: bool,
     }
-    // Each process's attempts in order: its n-th send event is its n-th.
-    let mut attempts: BTreeMap<u32, Vec<&Delivery>> = BTreeMap::new();
-    for d in &history.deliveries {
-        attempts.entry(d.process).or_default().push(d);
-    }
-    let mut next: BTreeMap<u32, usize> = BTreeMap::new();
+    // The attempt each send event records.
+    let sends = history.sends();
     let mut processes: BTreeMap<u32, Process> = BTreeMap::new();
     let mut recorded: Vec<Message> = Vec::new();
     let mut lines = Vec::new();
     let mut let_go = Vec::new();
-    for e in &history.events {
+    for (i, e) in history.events.iter().enumerate() {
         let p = processes.entry(e.process).or_default();
         let sent = p.after_send.take();
         match e.kind {
             Kind::Send => {
                 p.after_send = Some(false);
-                let n = next.entry(e.process).or_default();
-                let Some(d) = attempts.get(&e.process).and_then(|ds| ds.get(*n)) else {
+                let Some(d) = sends.get(&i) else {
                     continue;
                 };
-                *n += 1;
                 if !matches!(d.outcome, Outcome::Delivered | Outcome::Deduplicated) {
                     continue;
                 }

@@ -81,6 +81,28 @@ impl History {
         Ok(History { deliveries, events })
     }
 
+    /// The delivery each send event records, by the event's place in
+    /// [`History::events`]: a process's n-th send event is its n-th
+    /// delivery.
+    pub fn sends(&self) -> BTreeMap<usize, &Delivery> {
+        let mut by_process: BTreeMap<u32, Vec<&Delivery>> = BTreeMap::new();
+        for d in &self.deliveries {
+            by_process.entry(d.process).or_default().push(d);
+        }
+        let mut next: BTreeMap<u32, usize> = BTreeMap::new();
+        self.events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == Kind::Send)
+            .filter_map(|(i, e)| {
+                let n = next.entry(e.process).or_default();
+                let d = by_process.get(&e.process)?.get(*n).copied();
+                *n += 1;
+                Some((i, d?))
+            })
+            .collect()
+    }
+
     /// The emails that reached people (a repeat of a known key reaches nobody).
     pub fn emails(&self) -> impl Iterator<Item = &Delivery> {
         self.deliveries
@@ -386,26 +408,10 @@ pub fn last_answers(
     body: &str,
 ) -> Option<Vec<&'static str>> {
     const LOST: &str = "dispatcher lost";
-    // The n-th send event of a process records its n-th delivery.
-    let mut sends: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut by_process: BTreeMap<u32, Vec<&Delivery>> = BTreeMap::new();
-    for d in &history.deliveries {
-        by_process.entry(d.process).or_default().push(d);
-    }
-    let mut last: Option<(usize, &Delivery)> = None;
-    for (i, e) in history.events.iter().enumerate() {
-        if e.kind != Kind::Send {
-            continue;
-        }
-        let n = sends.entry(e.process).or_default();
-        let d = by_process.get(&e.process).and_then(|ds| ds.get(*n));
-        *n += 1;
-        let this =
-            |d: &&&Delivery| d.channel == channel && d.recipient == recipient && d.body == body;
-        if let Some(d) = d.filter(this) {
-            last = Some((i, d));
-        }
-    }
+    let last = history
+        .sends()
+        .into_iter()
+        .rfind(|(_, d)| d.channel == channel && d.recipient == recipient && d.body == body);
     let (at, d) = last?;
     let after = &history.events[at + 1..];
     if after
