@@ -226,8 +226,8 @@ mod on_postgres {
     fn wrong_fixes_fail_their_property(part: usize) {
         let size = WRONG_FIXES.len().div_ceil(3);
         for (variant, expected) in WRONG_FIXES.chunks(size).nth(part).unwrap_or_default() {
-            let (code, pattern, _) = check(&["--variant", variant]);
-            assert_eq!(code, 1, "{variant}");
+            let (code, pattern, report) = check(&["--variant", variant]);
+            assert_eq!(code, 1, "{variant}: {pattern}: {report:#}");
             assert!(
                 matches(&pattern, expected),
                 "{variant}: {pattern}, not {expected}"
