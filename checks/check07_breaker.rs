@@ -2603,15 +2603,10 @@ impl Explorer for Generated {
             1 => "1 person".to_string(),
             n => format!("{n} people"),
         };
+        let told_n = lab::report::counted(told.len(), "notification");
         parts.push(match first == last {
-            true => format!(
-                "{} for {whom} at {first}",
-                lab::report::counted(told.len(), "notification")
-            ),
-            false => format!(
-                "{} for {whom} from {first} to {last}",
-                lab::report::counted(told.len(), "notification")
-            ),
+            true => format!("{told_n} for {whom} at {first}"),
+            false => format!("{told_n} for {whom} from {first} to {last}"),
         });
         let odd: Vec<String> = people
             .iter()

@@ -364,7 +364,7 @@ pub struct Row {
     pub error: Option<String>,
     /// Its message (channel, recipient, body), where the chapter's rows
     /// carry one: a dead letter's error is then held against the answer
-    /// that ended its message ([`crate::history::last_answer`]).
+    /// that ended its message ([`crate::history::last_answers`]).
     #[serde(default)]
     pub message: Option<(String, String, String)>,
 }
@@ -1275,6 +1275,7 @@ fn invariants(
 /// is known to be this message's.
 fn misnamed(history: &History, rows: &[Row]) -> Vec<String> {
     let recipient_of = |row: &Row| row.message.as_ref().map(|(c, r, _)| (c.clone(), r.clone()));
+    let sends = history.sends();
     rows.iter()
         .filter(|row| row.status == "FAILED")
         .filter_map(|row| {
@@ -1283,7 +1284,7 @@ fn misnamed(history: &History, rows: &[Row]) -> Vec<String> {
             if rows.iter().filter(|r| recipient_of(r) == mine).count() != 1 {
                 return None;
             }
-            let ended = crate::history::last_answers(history, channel, recipient, body)?;
+            let ended = crate::history::last_answers(history, &sends, (channel, recipient, body))?;
             let kept = crate::history::answer_kind(row.error.as_deref());
             crate::history::names_another_answer(kept, &ended).then(|| {
                 let what = match ended[0] {

@@ -401,17 +401,18 @@ pub fn answer_kind(error: Option<&str>) -> &'static str {
 /// `None` when the message reached no provider, was delivered, or its
 /// answer's record failed (whether the service kept it anyway is its own
 /// business).
+///
+/// `sends` is [`History::sends`], read once for every dead letter.
 pub fn last_answers(
     history: &History,
-    channel: &str,
-    recipient: &str,
-    body: &str,
+    sends: &BTreeMap<usize, &Delivery>,
+    (channel, recipient, body): (&str, &str, &str),
 ) -> Option<Vec<&'static str>> {
     const LOST: &str = "dispatcher lost";
-    let last = history
-        .sends()
-        .into_iter()
-        .rfind(|(_, d)| d.channel == channel && d.recipient == recipient && d.body == body);
+    let last = sends
+        .iter()
+        .rfind(|(_, d)| d.channel == channel && d.recipient == recipient && d.body == body)
+        .map(|(&i, &d)| (i, d));
     let (at, d) = last?;
     let after = &history.events[at + 1..];
     if after
