@@ -112,6 +112,10 @@ const RETRIED_BY: i64 = 6 * MINUTE;
 /// sweep hands it back due now at its first turn once the claim is older
 /// than the threshold, and the dispatcher's next wake-up sends it.
 const RESENT_BY: i64 = ORPHANED_AFTER + SWEEP + WAKE_UP;
+/// The longest a row waits, by any rule of chapters 6 to 8, before
+/// something is done about it: chapter 8's fallback deadline, counted from
+/// when the row was queued.
+const LONGEST_WAIT: i64 = 10 * MINUTE;
 /// Dispatchers started on the poison row before the check calls it a loop.
 const POISON_PROCESSES: u32 = 8;
 /// Process numbers of the racing scenarios.
@@ -269,6 +273,11 @@ struct Scenario {
     /// with how long its send takes. A dispatcher that sends them first
     /// begins the slow send on a claim that much older.
     ahead: Vec<(Person, i64)>,
+    /// Slow: how long the row waits in the outbox before dispatcher 1
+    /// claims it. Its claim is young while the row itself is past the
+    /// sweep's threshold, and past any later chapter's deadline before the
+    /// send ends.
+    waited: i64,
 }
 
 /// The chapter's people and numbers, or a batch drawn from a seed.
@@ -291,6 +300,9 @@ struct Batch {
     /// Rows claimed with a slow send and sent before it, with how long
     /// each send takes: a random batch's.
     ahead: Vec<(Person, i64)>,
+    /// A random batch's slow send again, on a push that waited this long
+    /// in the outbox before its claim.
+    waited: i64,
 }
 
 /// The row of a long batch beside whose send dispatcher 2 runs, from that
@@ -372,6 +384,7 @@ impl Batch {
             quick: 8 * SECOND,
             fails_first: 0,
             ahead: Vec::new(),
+            waited: 0,
         }
     }
 
@@ -436,6 +449,10 @@ impl Batch {
             // 503s alone, and must still say its dispatcher was lost.
             fails_first: 1 + (seed % 3) as u32,
             ahead,
+            // Drawn last too. The send begins with the row that much older
+            // than its claim and ends past the row's tenth minute.
+            waited: LONGEST_WAIT - slow
+                + rng.between(15, slow as u64 / SECOND as u64 - 15) as i64 * SECOND,
         }
     }
 
@@ -448,6 +465,7 @@ impl Batch {
             what,
             seed: self.seed,
             people,
+            waited: 0,
             refused: None,
             span,
             same_host: false,
@@ -470,6 +488,19 @@ impl Batch {
                 ahead: self.ahead.clone(),
                 fails_first: 0,
                 ..scenario(What::Slow, one(), self.slow)
+            });
+        }
+        // The slow send of a push that waited in the outbox before its
+        // claim: a young claim on an old row, sent across its tenth minute.
+        if self.waited > 0 {
+            let push = Person {
+                channel: "push",
+                ..self.people[0].clone()
+            };
+            scenarios.push(Scenario {
+                waited: self.waited,
+                fails_first: 0,
+                ..scenario(What::Slow, vec![push], self.slow)
             });
         }
         scenarios.push(Scenario {
@@ -608,6 +639,11 @@ impl Scenario {
                         n => format!("{n} sends meet"),
                     },
                     n + 1,
+                    span(self.span)
+                ),
+                _ if self.waited > 0 => format!(
+                    "{who}'s row, queued at 0:00, waits until dispatcher 1 claims it at {}; its send takes {} while dispatcher 2 runs",
+                    clock(self.waited),
                     span(self.span)
                 ),
                 _ if !self.ahead.is_empty() => format!(
@@ -993,10 +1029,15 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     // A random batch's slow send may be the row's second, third or last
     // attempt: dispatcher 1 runs its schedule through the 503s before it.
     let earlier = scenario.failures_before_held();
-    // A slow send after other rows of its claim is held on its own, as
-    // one after 503s is, and begins when they are done.
-    let ahead = !scenario.ahead.is_empty();
+    // A slow send after other rows of its claim, or on a row that waited
+    // for its claim, is held on its own, as one after 503s is, and begins
+    // when they are done.
+    let ahead = !scenario.ahead.is_empty() || scenario.waited > 0;
     let mut first = match earlier {
+        0 if scenario.waited > 0 => scenario.setup(
+            dir,
+            vec![Step::advance(scenario.waited), Step::new("dispatch")],
+        ),
         0 => scenario.setup(dir, vec![Step::new("dispatch")]),
         _ => scenario.setup(dir, vec![schedule(RETRIED_BY)]),
     };
@@ -1683,8 +1724,9 @@ fn live(played: &Played) -> Option<Finding> {
     // The held send is dispatcher 1's last attempt, after any 503s.
     let first = attempts.iter().rfind(|d| d.process == FIRST)?;
     let Some(resent) = second.first() else {
-        // Swept into the dead letters while its send ran: the sweep took
-        // a claim that was not old, on the row's last attempt.
+        // Dead-lettered while its send ran: the sweep took a claim that was
+        // not old, on the row's last attempt, or a later chapter's deadline
+        // took a row that was being sent.
         let left = played.left(p);
         return (first.outcome == Outcome::Delivered && left.status == "FAILED").then(|| Finding {
             evidence: "1 live send dead-lettered".to_string(),
@@ -1696,7 +1738,7 @@ fn live(played: &Played) -> Option<Finding> {
                     clock(first.at_ms)
                 ),
                 format!(
-                    "dispatcher 2's sweep dead-lettered the row while that send ran ({}), so an operator reads a dead letter for a message that was delivered.",
+                    "dispatcher 2 dead-lettered the row while that send ran ({}), so an operator reads a dead letter for a message that was delivered.",
                     left.error.as_deref().unwrap_or("no error kept")
                 ),
             ],
