@@ -278,6 +278,10 @@ struct Scenario {
     /// sweep's threshold, and past any later chapter's deadline before the
     /// send ends.
     waited: i64,
+    /// Late: how many rows of one claim failed together, their provider
+    /// down, before the send that hangs: enough for a breaker as chapter 7
+    /// states it to open, so there the hung send is its probe. 0: one row.
+    failed_together: usize,
 }
 
 /// The chapter's people and numbers, or a batch drawn from a seed.
@@ -303,6 +307,9 @@ struct Batch {
     /// A random batch's slow send again, on a push that waited this long
     /// in the outbox before its claim.
     waited: i64,
+    /// A random batch's late answer again, to the send after a whole claim
+    /// of this many rows failed together.
+    together: usize,
 }
 
 /// The row of a long batch beside whose send dispatcher 2 runs, from that
@@ -385,6 +392,7 @@ impl Batch {
             fails_first: 0,
             ahead: Vec::new(),
             waited: 0,
+            together: 0,
         }
     }
 
@@ -453,6 +461,7 @@ impl Batch {
             // than its claim and ends past the row's tenth minute.
             waited: LONGEST_WAIT - slow
                 + rng.between(15, slow as u64 / SECOND as u64 - 15) as i64 * SECOND,
+            together: rng.between(5, 7) as usize,
         }
     }
 
@@ -466,6 +475,7 @@ impl Batch {
             seed: self.seed,
             people,
             waited: 0,
+            failed_together: 0,
             refused: None,
             span,
             same_host: false,
@@ -507,6 +517,22 @@ impl Batch {
             same_host: self.same_host,
             ..scenario(What::LateAfter, one(), self.late)
         });
+        // A late 503 to the send after a whole claim failed: where a
+        // breaker opened on those failures, that send is its probe, and a
+        // failed probe's row goes back to whoever holds it now.
+        if self.together > 0 {
+            scenarios.push(Scenario {
+                same_host: self.same_host,
+                late: Answer::Unavailable,
+                fails_first: 1,
+                failed_together: self.together,
+                ..scenario(
+                    What::LateAfter,
+                    crowd(&self.people[0].text, self.together),
+                    self.late,
+                )
+            });
+        }
         if all {
             scenarios.push(Scenario {
                 same_host: true,
@@ -666,6 +692,18 @@ impl Scenario {
                     span(self.span)
                 ),
             },
+            What::LateAfter if self.failed_together > 0 => {
+                let hang = format!(
+                    "dispatcher 1 claims {} rows at 0:00 while its provider is down, and its sends fail; its send number {} (a probe, where a breaker has opened) hangs for {}, then fails",
+                    self.people.len(),
+                    self.people.len() + 1,
+                    span(self.span)
+                );
+                match self.same_host {
+                    true => format!("{hang}; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}"),
+                    false => hang,
+                }
+            }
             What::LateAfter => {
                 let ends = match self.late {
                     Answer::Unavailable => "fails".to_string(),
@@ -815,6 +853,14 @@ impl Played {
         }
         if !self.arranged {
             let failures = self.scenario.failures_before_held();
+            let together = self.scenario.failed_together;
+            if together > 0 {
+                return Some(format!(
+                    "dispatcher 1 made no send number {} by {}, with {together} rows failed and due (chapter 5 retries a failed send after 5 s, and chapter 7's breaker lets a probe through every 30 s), so there was no race to judge",
+                    together + 1,
+                    clock(RETRIED_BY),
+                ));
+            }
             if failures > 0 {
                 return Some(format!(
                     "dispatcher 1 never began attempt {} of the row after its {failures} 503s (chapter 5 gives a row four attempts), so there was no race to judge",
@@ -1057,6 +1103,16 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
             ..ProviderScript::default()
         },
         What::Slow => ProviderScript::default(),
+        // A hung send after a whole claim failed: dispatcher 1's provider
+        // stays down, so the send answers a 503 whenever it is let go.
+        What::LateAfter if scenario.failed_together > 0 => ProviderScript {
+            outages: vec![(0, i64::MAX)],
+            hold_nth: Some((
+                scenario.failed_together as u32 + 1,
+                vec![Moment::Ended(SECOND_RELAY)],
+            )),
+            ..ProviderScript::default()
+        },
         // A hung send after failures: the provider is down until the gap
         // after the last of them, which no earlier attempt outlives and no
         // later one comes before, and then answers as the late answer says.
@@ -1224,8 +1280,13 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     }
     let what = scenario.what;
     let span = began + scenario.span;
+    // After a whole claim failed, the held send may carry any of its rows.
+    let held: Vec<String> = match scenario.failed_together {
+        0 => vec![recipient],
+        _ => scenario.people.iter().map(Person::recipient).collect(),
+    };
     finish(scenario, dir, exits, move |history| {
-        arranged(what, span, &recipient, history)
+        held.iter().any(|r| arranged(what, span, r, history))
     })
 }
 
@@ -1853,12 +1914,21 @@ fn late_finding(played: &Played) -> Option<Finding> {
     if played.scenario.hangs_on_last_attempt() {
         return late_dead_letter(played);
     }
-    let p = &played.scenario.people[0];
+    let held = match played.scenario.failed_together {
+        0 => &played.scenario.people[..1],
+        _ => &played.scenario.people[..],
+    };
+    held.iter().find_map(|p| late_row(played, p))
+}
+
+/// One row of a late scenario: once dispatcher 2 delivered it, dispatcher
+/// 1's late answer changed nothing and nobody sent it again.
+fn late_row(played: &Played, p: &Person) -> Option<Finding> {
     let attempts = played.attempts(p);
     let delivered = attempts
         .iter()
         .position(|d| d.outcome == Outcome::Delivered && d.process == SECOND_RELAY)?;
-    let late = attempts.iter().find(|d| d.process == FIRST)?;
+    let late = attempts.iter().rfind(|d| d.process == FIRST)?;
     let again: Vec<&&Delivery> = attempts[delivered + 1..]
         .iter()
         .filter(|d| d.process != FIRST)
@@ -1868,7 +1938,10 @@ fn late_finding(played: &Played) -> Option<Finding> {
         return None;
     }
     let mut details = vec![
-        "dispatcher 1 claimed the row at 0:00; its send hung.".to_string(),
+        format!(
+            "dispatcher 1 claimed the row to {}; its send hung.",
+            p.recipient()
+        ),
         format!(
             "dispatcher 2's sweep handed it on, and dispatcher 2 delivered it at {}.",
             clock(attempts[delivered].at_ms)
