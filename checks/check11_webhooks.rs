@@ -1543,6 +1543,12 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
             })
         },
     },
+    // The latest report is the message's status, but a bounce or a
+    // complaint stops its address whether or not it is the latest.
+    Dimension {
+        name: "a bounce or complaint that changes no status, a later delivery of its message taken first, then mail to that address",
+        reached: stale_stop,
+    },
     Dimension {
         name: "the endpoint down while a webhook comes",
         reached: |b| any_hook(b, |h| h.down),
@@ -1583,6 +1589,34 @@ fn delivered_after_suppressed(b: &Batch) -> bool {
                     && b.messages.iter().any(|m| m.to == stop.to && m.at > *later)
             })
         })
+}
+
+/// A bounce or complaint taken after a delivered report of the same
+/// message that happened in the same second or later: it changes no status.
+/// Its address is emailed again afterwards, and nothing else stopped it by
+/// then, so only that bounce or complaint can.
+fn stale_stop(b: &Batch) -> bool {
+    let genuine: Vec<(i64, &Event)> = b
+        .hooks
+        .iter()
+        .filter(|h| h.nature == Nature::Genuine && !h.down)
+        .filter_map(|h| Some((h.at, h.event.as_ref()?)))
+        .collect();
+    let stale = |came: i64, stop: &Event| {
+        genuine.iter().any(|(earlier, d)| {
+            !d.suppresses()
+                && d.message == stop.message
+                && *earlier < came
+                && unix(d.occurred) >= unix(stop.occurred)
+        })
+    };
+    b.messages.iter().any(|m| {
+        let stops: Vec<&(i64, &Event)> = genuine
+            .iter()
+            .filter(|(came, e)| e.suppresses() && e.to == m.to && *came < m.at)
+            .collect();
+        !stops.is_empty() && stops.iter().all(|(came, e)| stale(*came, e))
+    })
 }
 
 impl Explorer for Generated {

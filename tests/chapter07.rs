@@ -744,6 +744,9 @@ fn a_failed_probe_handed_back_without_its_fence_is_sent_twice() {
         "PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL"
     );
     let late = said(&report, 15);
-    assert!(late.contains("a probe, where a breaker has opened"), "{late}");
+    assert!(
+        late.contains("a probe, where a breaker has opened"),
+        "{late}"
+    );
     assert!(late.contains("delivered, then attempted again"), "{late}");
 }

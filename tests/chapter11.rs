@@ -187,6 +187,10 @@ const WRONG_FIXES: &[(&str, &str)] = &[
         "age-only",
         "PASS FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS PASS",
     ),
+    (
+        "stale-report-not-suppressed",
+        "PASS PASS PASS PASS PASS FAIL FAIL PASS PASS PASS PASS",
+    ),
 ];
 
 #[test]
