@@ -1567,16 +1567,21 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     },
 ];
 
+/// The genuine events that come while the endpoint is up, each with when
+/// it comes.
+fn taken_when(b: &Batch) -> Vec<(i64, &Event)> {
+    b.hooks
+        .iter()
+        .filter(|h| h.nature == Nature::Genuine && !h.down)
+        .filter_map(|h| Some((h.at, h.event.as_ref()?)))
+        .collect()
+}
+
 /// Whether some address has a genuine delivery that happened after its
 /// genuine bounce or complaint, on the provider's clock, and came after it
 /// too, and an email queued to it after both came.
 fn delivered_after_suppressed(b: &Batch) -> bool {
-    let genuine: Vec<(i64, &Event)> = b
-        .hooks
-        .iter()
-        .filter(|h| h.nature == Nature::Genuine && !h.down)
-        .filter_map(|h| Some((h.at, h.event.as_ref()?)))
-        .collect();
+    let genuine = taken_when(b);
     genuine
         .iter()
         .filter(|(_, e)| e.suppresses())
@@ -1596,12 +1601,7 @@ fn delivered_after_suppressed(b: &Batch) -> bool {
 /// Its address is emailed again afterwards, and nothing else stopped it by
 /// then, so only that bounce or complaint can.
 fn stale_stop(b: &Batch) -> bool {
-    let genuine: Vec<(i64, &Event)> = b
-        .hooks
-        .iter()
-        .filter(|h| h.nature == Nature::Genuine && !h.down)
-        .filter_map(|h| Some((h.at, h.event.as_ref()?)))
-        .collect();
+    let genuine = taken_when(b);
     let stale = |came: i64, stop: &Event| {
         genuine.iter().any(|(earlier, d)| {
             !d.suppresses()
