@@ -105,9 +105,9 @@ fn the_shipped_case_sends_rows_twice() {
     assert_eq!(code, 1);
     assert_eq!(
         verdict(&report, 0)["evidence"],
-        "delivered twice in 5 of 5 races"
+        "delivered twice in 7 of 7 races"
     );
-    assert_eq!(verdict(&report, 1)["evidence"], "367 of 367 sent");
+    assert_eq!(verdict(&report, 1)["evidence"], "426 of 426 sent");
     // The smallest race that shows it: one row, two relays.
     let scenario = verdict(&report, 0)["scenario"].as_str().unwrap();
     assert!(
@@ -130,8 +130,8 @@ fn the_reference_solution_passes_everything() {
         "PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 0);
-    assert_eq!(verdict(&report, 0)["evidence"], "5 races, 367 rows");
-    assert_eq!(verdict(&report, 2)["evidence"], "367 sends for 367 rows");
+    assert_eq!(verdict(&report, 0)["evidence"], "7 races, 426 rows");
+    assert_eq!(verdict(&report, 2)["evidence"], "426 sends for 426 rows");
 }
 
 #[test]
@@ -331,9 +331,9 @@ fn the_text_report_has_one_line_per_property_and_a_summary() {
     assert_eq!(
         lines,
         [
-            "  FAIL  nobody gets the same email twice (delivered twice in 5 of 5 races)",
-            "  PASS  every row is sent (367 of 367 sent)",
-            "  FAIL  each row goes to the provider once, key or no key (sent more than once in 5 of 5 races)",
+            "  FAIL  nobody gets the same email twice (delivered twice in 7 of 7 races)",
+            "  PASS  every row is sent (426 of 426 sent)",
+            "  FAIL  each row goes to the provider once, key or no key (sent more than once in 7 of 7 races)",
             "  PASS  no relay waits on another for long (a 0.5 s send, nobody waited it out)",
             "  PASS  generated scenarios end as with the reference solution (5 scenarios, without faults)",
             "  FAIL  a crash or a failing commit anywhere loses nothing and sends nothing twice (24 of 63 plays)",
