@@ -906,16 +906,23 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
         // long, with a kill inside it, may hold one lost attempt. So may
         // the claim of a relay that hung in a send before this row in its
         // batch: the sweep handed the row on, and the hung relay sent it
-        // late, once it woke.
+        // late, once it woke, or never did (a relay whose link stays down
+        // stops at its breaker). Such a gap holds the hang's start.
         let mut tries: Vec<i64> = vec![played.began_us];
         tries.extend(requests.iter().map(|r| r.at_us));
-        let lost = tries
+        // A gap may hold as many lost claims as it holds kills and hangs,
+        // each of them a threshold's wait before the sweep hands it on.
+        let lost: usize = tries
             .windows(2)
-            .filter(|w| {
-                w[1] - w[0] >= (STALE_AFTER_MS * 1000) as i64
-                    && kills.iter().any(|&k| k > w[0] && k < w[1])
+            .map(|w| {
+                let lost_in = kills
+                    .iter()
+                    .chain(spells.iter().map(|h| &h.at_us))
+                    .filter(|&&k| k > w[0] && k < w[1])
+                    .count();
+                lost_in.min(((w[1] - w[0]) / (STALE_AFTER_MS * 1000) as i64) as usize)
             })
-            .count()
+            .sum::<usize>()
             + usize::from(requests.iter().any(|r| late(&spells, r)));
         // A kill after a delivery, before the row's next request, may have
         // lost the relay's record of it: the rules then let the row be
