@@ -693,16 +693,12 @@ impl Scenario {
                 ),
             },
             What::LateAfter if self.failed_together > 0 => {
-                let hang = format!(
+                self.under_host(format!(
                     "dispatcher 1 claims {} rows at 0:00 while its provider is down, and its sends fail; its send number {} (a probe, where a breaker has opened) hangs for {}, then fails",
                     self.people.len(),
                     self.people.len() + 1,
                     span(self.span)
-                );
-                match self.same_host {
-                    true => format!("{hang}; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}"),
-                    false => hang,
-                }
+                ))
             }
             What::LateAfter => {
                 let ends = match self.late {
@@ -724,10 +720,7 @@ impl Scenario {
                         span(self.span)
                     ),
                 };
-                match self.same_host {
-                    true => format!("{hang}; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}"),
-                    false => hang,
-                }
+                self.under_host(hang)
             }
             What::LongBatch => {
                 let beside = match self.held + 1 == self.people.len() {
@@ -767,8 +760,25 @@ impl Scenario {
         format!("{}, {what}:", self.batch())
     }
 
+    /// A late scenario's story, with the host name its dispatchers share.
+    fn under_host(&self, story: String) -> String {
+        match self.same_host {
+            true => format!("{story}; dispatcher 2 is dispatcher 1 restarted under its host name, {SHARED_HOST}"),
+            false => story,
+        }
+    }
+
     fn recipient(&self) -> String {
         self.people[0].recipient()
+    }
+
+    /// The rows whose send dispatcher 1 may be held on: after a whole
+    /// claim failed, any of them; otherwise the scenario's own row.
+    fn held(&self) -> &[Person] {
+        match self.failed_together {
+            0 => &self.people[..1],
+            _ => &self.people[..],
+        }
     }
 
     fn plan(&self, dir: &Path, process: u32, steps: Vec<Step>) -> Plan {
@@ -1280,11 +1290,7 @@ fn play_race(case: &Case, scenario: &Scenario) -> Result<Played> {
     }
     let what = scenario.what;
     let span = began + scenario.span;
-    // After a whole claim failed, the held send may carry any of its rows.
-    let held: Vec<String> = match scenario.failed_together {
-        0 => vec![recipient],
-        _ => scenario.people.iter().map(Person::recipient).collect(),
-    };
+    let held: Vec<String> = scenario.held().iter().map(Person::recipient).collect();
     finish(scenario, dir, exits, move |history| {
         held.iter().any(|r| arranged(what, span, r, history))
     })
@@ -1914,11 +1920,11 @@ fn late_finding(played: &Played) -> Option<Finding> {
     if played.scenario.hangs_on_last_attempt() {
         return late_dead_letter(played);
     }
-    let held = match played.scenario.failed_together {
-        0 => &played.scenario.people[..1],
-        _ => &played.scenario.people[..],
-    };
-    held.iter().find_map(|p| late_row(played, p))
+    played
+        .scenario
+        .held()
+        .iter()
+        .find_map(|p| late_row(played, p))
 }
 
 /// One row of a late scenario: once dispatcher 2 delivered it, dispatcher
