@@ -899,31 +899,19 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
                 figures[0] += 1;
             }
         }
-        // A relay killed while it held the row lost an attempt that chapter
-        // 6's sweep may count, though the provider never saw it. Such a
-        // claim comes back only once it is older than the threshold: a gap
-        // between two tries (or from the start to the first) at least that
-        // long, with a kill inside it, may hold one lost attempt. So may
-        // the claim of a relay that hung in a send before this row in its
-        // batch: the sweep handed the row on, and the hung relay sent it
-        // late, once it woke, or never did (a relay whose link stays down
-        // stops at its breaker). Such a gap holds the hang's start.
-        let mut tries: Vec<i64> = vec![played.began_us];
-        tries.extend(requests.iter().map(|r| r.at_us));
-        // A gap may hold as many lost claims as it holds kills and hangs,
-        // each of them a threshold's wait before the sweep hands it on.
-        let lost: usize = tries
-            .windows(2)
-            .map(|w| {
-                let lost_in = kills
+        // A relay killed or hung while it held the row lost an attempt
+        // that chapter 6's sweep may count, though the provider never saw
+        // it. The readings of the outbox show each such claim: the row
+        // PROCESSING for about the threshold, until the sweep took it back.
+        let lost = match &played.watched {
+            Some(watched) => watched.held.get(&row.id).map_or(0, |stretches| {
+                stretches
                     .iter()
-                    .chain(spells.iter().map(|h| &h.at_us))
-                    .filter(|&&k| k > w[0] && k < w[1])
-                    .count();
-                lost_in.min(((w[1] - w[0]) / (STALE_AFTER_MS * 1000) as i64) as usize)
-            })
-            .sum::<usize>()
-            + usize::from(requests.iter().any(|r| late(&spells, r)));
+                    .filter(|(from, to)| to - from >= SWEPT_SEEN_US)
+                    .count()
+            }),
+            None => lost_claims(played, &kills, &spells, &requests),
+        };
         // A kill after a delivery, before the row's next request, may have
         // lost the relay's record of it: the rules then let the row be
         // sent again, and dead-lettered if those sends fail. A late send
@@ -953,6 +941,39 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
     }
     faults.sort();
     (faults, figures)
+}
+
+/// How long the readings of the outbox see a row `PROCESSING` at least,
+/// in µs, when its claim lasted the sweep's threshold: they are
+/// [`lab::fleet_runner::WATCH_EVERY_MS`] apart, more on a busy machine.
+const SWEPT_SEEN_US: i64 = (STALE_AFTER_MS * 1000) as i64 * 4 / 5;
+
+/// The claims of a row a relay may have lost, when no reading of the
+/// outbox was taken: a relay killed while it held the row, or hung in a
+/// send before it in its batch. Such a claim comes back only once it is
+/// older than the threshold: a gap between two tries (or from the start
+/// to the first) at least that long, with a kill or a hang's start inside
+/// it, may hold one, and a late send of the hung relay shows one.
+fn lost_claims(
+    played: &Played,
+    kills: &[i64],
+    spells: &[&Request],
+    requests: &[&Request],
+) -> usize {
+    let mut tries: Vec<i64> = vec![played.began_us];
+    tries.extend(requests.iter().map(|r| r.at_us));
+    tries
+        .windows(2)
+        .map(|w| {
+            let lost_in = kills
+                .iter()
+                .chain(spells.iter().map(|h| &h.at_us))
+                .filter(|&&k| k > w[0] && k < w[1])
+                .count();
+            lost_in.min(((w[1] - w[0]) / (STALE_AFTER_MS * 1000) as i64) as usize)
+        })
+        .sum::<usize>()
+        + usize::from(requests.iter().any(|r| late(spells, r)))
 }
 
 fn judge_retries(plays: &Plays) -> Verdict {

@@ -34,6 +34,13 @@ pub enum Duty {
     /// Relays until the outbox is all SENT, or until it has claimed nothing
     /// for `give_up_ms`.
     Relay(RelayPlan),
+    /// Reads the outbox's statuses every `every_ms` while the relays run,
+    /// as an operator would, and appends to `to` what it saw, with the
+    /// server's clock in µs: `read AT` for its first reading, `failed ID AT`
+    /// for a row seen `FAILED` for the first time, and `held ID FROM TO` for
+    /// a row seen `PROCESSING` from one reading to another and no longer at
+    /// the next. Runs until it is stopped.
+    Watch { to: PathBuf, every_ms: u64 },
     /// Writes what the world saw ([`Seen`]) to `to`, then drops the play's
     /// schemas.
     Collect { to: PathBuf },

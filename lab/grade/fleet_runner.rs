@@ -7,6 +7,7 @@
 //! `notify` itself needs no PostgreSQL client: the case processes talk to
 //! the server.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,7 +110,51 @@ pub struct Played {
     pub stopped: bool,
     /// Case processes started.
     pub processes: usize,
+    /// What readings of the outbox during the play saw, if any reading
+    /// was taken.
+    pub watched: Option<Watched>,
 }
+
+/// What the readings of the outbox saw while the relays ran, every
+/// [`WATCH_EVERY_MS`], in µs since the UNIX epoch.
+#[derive(Clone, Debug, Default)]
+pub struct Watched {
+    /// When each row was first seen `FAILED`, by row id.
+    pub failed_at: HashMap<i64, i64>,
+    /// Each row's stretches seen `PROCESSING`, by row id: from the first
+    /// reading that saw it to the last.
+    pub held: HashMap<i64, Vec<(i64, i64)>>,
+}
+
+impl Watched {
+    /// The watcher's notes in `file`; none when it took no reading.
+    fn read(file: &Path) -> Option<Watched> {
+        let text = std::fs::read_to_string(file).ok()?;
+        let mut watched = Watched::default();
+        let mut read = false;
+        for line in text.lines() {
+            let words: Vec<i64> = line
+                .split(' ')
+                .skip(1)
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            match (line.split(' ').next(), words.as_slice()) {
+                (Some("read"), [_]) => read = true,
+                (Some("failed"), [id, at]) => {
+                    watched.failed_at.insert(*id, *at);
+                }
+                (Some("held"), [id, from, to]) => {
+                    watched.held.entry(*id).or_default().push((*from, *to));
+                }
+                _ => {}
+            }
+        }
+        read.then_some(watched)
+    }
+}
+
+/// How often the outbox is read during a play, in ms.
+pub const WATCH_EVERY_MS: u64 = 100;
 
 impl Played {
     /// The life of `me`.
@@ -247,7 +292,25 @@ pub fn play(case: &Case, play: &Play) -> Result<Played> {
         let _ = duty(case, dir, "collect", &orders(Duty::Collect { to }));
         return Err(err);
     }
+    // The operator's reading of the outbox while the relays run: when each
+    // row was dead-lettered.
+    let failed_file = dir.join("failed.txt");
+    let watcher = spawn(
+        case,
+        dir,
+        "watch",
+        &orders(Duty::Watch {
+            to: failed_file.clone(),
+            every_ms: WATCH_EVERY_MS,
+        }),
+    );
     let relayed = relay(case, dir, play, &orders, &mut processes);
+    if let Ok(mut watcher) = watcher {
+        processes += 1;
+        let _ = watcher.kill();
+        let _ = watcher.wait();
+    }
+    let watched = Watched::read(&failed_file);
     processes += 1;
     let collected = duty(
         case,
@@ -265,6 +328,7 @@ pub fn play(case: &Case, play: &Play) -> Result<Played> {
         began_us,
         stopped,
         processes,
+        watched,
     })
 }
 
