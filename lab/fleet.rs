@@ -35,11 +35,10 @@ pub enum Duty {
     /// for `give_up_ms`.
     Relay(RelayPlan),
     /// Reads the outbox's statuses every `every_ms` while the relays run,
-    /// as an operator would, and appends to `to` what it saw, with the
-    /// server's clock in µs: `read AT` for its first reading, `failed ID AT`
-    /// for a row seen `FAILED` for the first time, and `held ID FROM TO` for
-    /// a row seen `PROCESSING` from one reading to another and no longer at
-    /// the next. Runs until it is stopped.
+    /// as an operator would, and appends to `to` what it saw: `read` once
+    /// its first reading is taken, then `held ID FROM TO` for each row seen
+    /// `PROCESSING` from one reading to another and no longer at the next,
+    /// in µs on the server's clock. Runs until it is stopped.
     Watch { to: PathBuf, every_ms: u64 },
     /// Writes what the world saw ([`Seen`]) to `to`, then drops the play's
     /// schemas.

@@ -436,10 +436,10 @@ fn serve(schema: &str, relay: RelayFn, sweep: SweepFn, orders: &Path) -> Result<
 }
 
 /// Reads the outbox's statuses as the check does at the end, every
-/// `every_ms`, until the parent stops it: when each row was dead-lettered,
-/// and how long each claim lasted, as far as the readings show.
+/// `every_ms`, until the parent stops it: how long each claim lasted, as
+/// far as the readings show.
 fn watch(play: &str, to: &Path, every_ms: u64) -> Result<()> {
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashMap;
     use std::io::Write;
     let mut db = connect(Some(play), "notify watch")?;
     let mut file = std::fs::OpenOptions::new()
@@ -447,31 +447,22 @@ fn watch(play: &str, to: &Path, every_ms: u64) -> Result<()> {
         .append(true)
         .open(to)
         .with_context(|| format!("could not open {}", to.display()))?;
-    let mut failed = HashSet::new();
     // Rows PROCESSING at the last reading: when first and last seen so.
     let mut held: HashMap<i64, (i64, i64)> = HashMap::new();
-    let mut first = true;
+    let mut out = String::from("read\n");
     loop {
         // A reading that fails (a lock, a busy server) is taken again at
-        // the next turn.
+        // the next turn; the first that works says so.
         if let Ok(rows) = db.query(
-            "SELECT id, status, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
-               FROM outbox WHERE status IN ('PROCESSING', 'FAILED')",
+            "SELECT id, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+               FROM outbox WHERE status = 'PROCESSING'",
             &[],
         ) {
-            let mut out = String::new();
-            let at = rows.first().map(|row| row.get::<_, i64>(2));
             let mut now_held = HashMap::new();
             for row in &rows {
-                let (id, status, at): (i64, String, i64) = (row.get(0), row.get(1), row.get(2));
-                if status == "FAILED" {
-                    if failed.insert(id) {
-                        out.push_str(&format!("failed {id} {at}\n"));
-                    }
-                } else {
-                    let from = held.get(&id).map_or(at, |&(from, _)| from);
-                    now_held.insert(id, (from, at));
-                }
+                let (id, at): (i64, i64) = (row.get(0), row.get(1));
+                let from = held.get(&id).map_or(at, |&(from, _)| from);
+                now_held.insert(id, (from, at));
             }
             for (id, (from, to)) in &held {
                 if !now_held.contains_key(id) {
@@ -479,14 +470,9 @@ fn watch(play: &str, to: &Path, every_ms: u64) -> Result<()> {
                 }
             }
             held = now_held;
-            if first {
-                if let Some(at) = at {
-                    out.insert_str(0, &format!("read {at}\n"));
-                    first = false;
-                }
-            }
             if !out.is_empty() {
                 file.write_all(out.as_bytes())?;
+                out.clear();
             }
         }
         std::thread::sleep(Duration::from_millis(every_ms));

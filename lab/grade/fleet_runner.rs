@@ -119,8 +119,6 @@ pub struct Played {
 /// [`WATCH_EVERY_MS`], in µs since the UNIX epoch.
 #[derive(Clone, Debug, Default)]
 pub struct Watched {
-    /// When each row was first seen `FAILED`, by row id.
-    pub failed_at: HashMap<i64, i64>,
     /// Each row's stretches seen `PROCESSING`, by row id: from the first
     /// reading that saw it to the last.
     pub held: HashMap<i64, Vec<(i64, i64)>>,
@@ -139,10 +137,7 @@ impl Watched {
                 .filter_map(|w| w.parse().ok())
                 .collect();
             match (line.split(' ').next(), words.as_slice()) {
-                (Some("read"), [_]) => read = true,
-                (Some("failed"), [id, at]) => {
-                    watched.failed_at.insert(*id, *at);
-                }
+                (Some("read"), []) => read = true,
                 (Some("held"), [id, from, to]) => {
                     watched.held.entry(*id).or_default().push((*from, *to));
                 }
@@ -292,15 +287,15 @@ pub fn play(case: &Case, play: &Play) -> Result<Played> {
         let _ = duty(case, dir, "collect", &orders(Duty::Collect { to }));
         return Err(err);
     }
-    // The operator's reading of the outbox while the relays run: when each
-    // row was dead-lettered.
-    let failed_file = dir.join("failed.txt");
+    // An operator's readings of the outbox while the relays run: how long
+    // each claim lasted.
+    let watch_file = dir.join("watched.txt");
     let watcher = spawn(
         case,
         dir,
         "watch",
         &orders(Duty::Watch {
-            to: failed_file.clone(),
+            to: watch_file.clone(),
             every_ms: WATCH_EVERY_MS,
         }),
     );
@@ -310,7 +305,7 @@ pub fn play(case: &Case, play: &Play) -> Result<Played> {
         let _ = watcher.kill();
         let _ = watcher.wait();
     }
-    let watched = Watched::read(&failed_file);
+    let watched = Watched::read(&watch_file);
     processes += 1;
     let collected = duty(
         case,
