@@ -858,14 +858,34 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
             .filter(|r| r.answer == "unavailable")
             .count();
         let refused = requests.iter().any(|r| r.answer == "rejected");
+        // A relay killed or hung while it held the row lost an attempt
+        // that chapter 6's sweep may count, though the provider never saw
+        // it. The readings of the outbox show each such claim: the row
+        // PROCESSING for about the threshold, until the sweep took it back.
+        let swept: Vec<(i64, i64)> = played
+            .watched
+            .as_ref()
+            .and_then(|watched| watched.held.get(&row.id))
+            .into_iter()
+            .flatten()
+            .filter(|(from, to)| to - from >= SWEPT_SEEN_US)
+            .copied()
+            .collect();
+        let lost = match played.watched {
+            Some(_) => swept.len(),
+            None => lost_claims(played, &kills, &spells, &requests),
+        };
         // A kill between a row's first and last request may have lost a
-        // result the provider had already given, and a hung relay's late
-        // sends are tries whose results the rules drop: only the end is
-        // judged.
+        // result the provider had already given, and so may a claim the
+        // sweep took back, its relay's record fenced out; a hung relay's
+        // late sends are tries whose results the rules drop: only the end
+        // is judged.
         let disturbed = match (requests.first(), requests.last()) {
             (Some(first), Some(last)) => kills
                 .iter()
-                .any(|&k| k >= first.at_us && k <= last.at_us + 1000),
+                .copied()
+                .chain(swept.iter().map(|&(_, to)| to))
+                .any(|k| k >= first.at_us && k <= last.at_us + 1000),
             _ => false,
         } || requests.iter().any(|r| r.hung_us > 0 || late(&spells, r));
         if !disturbed {
@@ -899,19 +919,6 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
                 figures[0] += 1;
             }
         }
-        // A relay killed or hung while it held the row lost an attempt
-        // that chapter 6's sweep may count, though the provider never saw
-        // it. The readings of the outbox show each such claim: the row
-        // PROCESSING for about the threshold, until the sweep took it back.
-        let lost = match &played.watched {
-            Some(watched) => watched.held.get(&row.id).map_or(0, |stretches| {
-                stretches
-                    .iter()
-                    .filter(|(from, to)| to - from >= SWEPT_SEEN_US)
-                    .count()
-            }),
-            None => lost_claims(played, &kills, &spells, &requests),
-        };
         // A kill after a delivery, before the row's next request, may have
         // lost the relay's record of it: the rules then let the row be
         // sent again, and dead-lettered if those sends fail. A late send
