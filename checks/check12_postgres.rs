@@ -876,16 +876,13 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
             None => lost_claims(played, &kills, &spells, &requests),
         };
         // A kill between a row's first and last request may have lost a
-        // result the provider had already given, and so may a claim the
-        // sweep took back, its relay's record fenced out; a hung relay's
-        // late sends are tries whose results the rules drop: only the end
-        // is judged.
+        // result the provider had already given, and a hung relay's late
+        // sends are tries whose results the rules drop: only the end is
+        // judged.
         let disturbed = match (requests.first(), requests.last()) {
             (Some(first), Some(last)) => kills
                 .iter()
-                .copied()
-                .chain(swept.iter().map(|&(_, to)| to))
-                .any(|k| k >= first.at_us && k <= last.at_us + 1000),
+                .any(|&k| k >= first.at_us && k <= last.at_us + 1000),
             _ => false,
         } || requests.iter().any(|r| r.hung_us > 0 || late(&spells, r));
         if !disturbed {
