@@ -194,6 +194,8 @@ mod on_postgres {
         ("retry-at-once", "PASS PASS PASS ? PASS FAIL ?"),
         ("rejection-retried", "PASS PASS PASS ? PASS FAIL ?"),
         ("dead-letter-too-soon", "PASS PASS PASS ? PASS FAIL ?"),
+        ("lost-attempt-counted-twice", "PASS PASS PASS ? PASS FAIL ?"),
+        ("marks-after-batch", "PASS PASS PASS ? PASS FAIL ?"),
         ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
         ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
         ("opens-when-nearly-all-fail", "PASS PASS PASS ? PASS ? FAIL"),
