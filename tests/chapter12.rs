@@ -195,7 +195,6 @@ mod on_postgres {
         ("rejection-retried", "PASS PASS PASS ? PASS FAIL ?"),
         ("dead-letter-too-soon", "PASS PASS PASS ? PASS FAIL ?"),
         ("lost-attempt-counted-twice", "PASS PASS PASS ? PASS FAIL ?"),
-        ("marks-after-batch", "PASS PASS PASS ? PASS FAIL ?"),
         ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
         ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
         ("opens-when-nearly-all-fail", "PASS PASS PASS ? PASS ? FAIL"),
