@@ -862,17 +862,13 @@ fn retry_faults(played: &Played) -> (Vec<String>, [usize; 3]) {
         // that chapter 6's sweep may count, though the provider never saw
         // it. The readings of the outbox show each such claim: the row
         // PROCESSING for about the threshold, until the sweep took it back.
-        let swept: Vec<(i64, i64)> = played
-            .watched
-            .as_ref()
-            .and_then(|watched| watched.held.get(&row.id))
-            .into_iter()
-            .flatten()
-            .filter(|(from, to)| to - from >= SWEPT_SEEN_US)
-            .copied()
-            .collect();
-        let lost = match played.watched {
-            Some(_) => swept.len(),
+        let lost = match &played.watched {
+            Some(watched) => watched.held.get(&row.id).map_or(0, |stretches| {
+                stretches
+                    .iter()
+                    .filter(|(from, to)| to - from >= SWEPT_SEEN_US)
+                    .count()
+            }),
             None => lost_claims(played, &kills, &spells, &requests),
         };
         // A kill between a row's first and last request may have lost a
