@@ -67,8 +67,10 @@ const KILL_RELAYS: u32 = 4;
 const KILLS: usize = 4;
 /// Hung sends in a kill play, each in a relay of its own: the provider
 /// holds the send until another relay sends to the same recipient (so,
-/// past the sweep's threshold), or for `HANG_MAX_MS`.
-const HANGS: usize = 3;
+/// past the sweep's threshold), or for `HANG_MAX_MS`. Every relay hangs
+/// once, so no relay is the one that always goes on: the first three
+/// together, the last one later (`LATE_HANG_FROM_MS`).
+const HANGS: usize = KILL_RELAYS as usize;
 /// The rows of a hung relay went on 0.1 to 0.9 s after the threshold in
 /// the runs measured on an idle machine; with three checks side by side on
 /// two cores, a breaker that opened too readily once held them 2.4 s past
@@ -88,6 +90,14 @@ const FAILS_AFTER_HANG: u32 = MIN_CALLS as u32 - 1;
 const HANG_FROM_MS: (u64, u64) = (
     OUTAGE_FROM_MS + OUTAGE_MS + 500,
     OUTAGE_FROM_MS + OUTAGE_MS + 1300,
+);
+/// When the last relay's hung send may begin: once the first three have
+/// been taken for dead and their rows handed on (a threshold and a sweep
+/// after the last of them may begin), so that three relays go on, while
+/// rows still wait (an idle machine sends until about 10 s).
+const LATE_HANG_FROM_MS: (u64, u64) = (
+    HANG_FROM_MS.1 + STALE_AFTER_MS + 1000,
+    HANG_FROM_MS.1 + STALE_AFTER_MS + 1600,
 );
 
 /// Real time a send takes in the speed plays, in ms: far more than the
@@ -214,7 +224,12 @@ fn kill_play(seed: u64) -> Play {
     while hangs.len() < HANGS {
         let relay = rng.between(1, u64::from(KILL_RELAYS)) as u32;
         if hangs.iter().all(|h| h.relay != relay) {
-            let from_ms = rng.between(HANG_FROM_MS.0, HANG_FROM_MS.1);
+            let (from, to) = if hangs.len() + 1 < HANGS {
+                HANG_FROM_MS
+            } else {
+                LATE_HANG_FROM_MS
+            };
+            let from_ms = rng.between(from, to);
             // The first wakes with its link to the provider still down.
             let fails_after = if hangs.is_empty() {
                 FAILS_AFTER_HANG
