@@ -435,9 +435,15 @@ fn serve(schema: &str, relay: RelayFn, sweep: SweepFn, orders: &Path) -> Result<
     }
 }
 
+/// How long the watcher's readings may fail one after another before it
+/// stops by itself: the play's schema is gone, or its server.
+const WATCH_GIVES_UP: Duration = Duration::from_secs(3);
+
 /// Reads the outbox's statuses as the check does at the end, every
 /// `every_ms`, until the parent stops it: how long each claim lasted, as
-/// far as the readings show.
+/// far as the readings show. It also stops by itself when its parent is
+/// gone (notify was killed, and nobody else will stop it) or its readings
+/// have failed for `WATCH_GIVES_UP`.
 fn watch(play: &str, to: &Path, every_ms: u64) -> Result<()> {
     use std::collections::HashMap;
     use std::io::Write;
@@ -450,14 +456,21 @@ fn watch(play: &str, to: &Path, every_ms: u64) -> Result<()> {
     // Rows PROCESSING at the last reading: when first and last seen so.
     let mut held: HashMap<i64, (i64, i64)> = HashMap::new();
     let mut out = String::from("read\n");
+    let parent = std::os::unix::process::parent_id();
+    let mut failing_since: Option<Instant> = None;
     loop {
+        if std::os::unix::process::parent_id() != parent {
+            return Ok(());
+        }
         // A reading that fails (a lock, a busy server) is taken again at
         // the next turn; the first that works says so.
-        if let Ok(rows) = db.query(
+        let reading = db.query(
             "SELECT id, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
                FROM outbox WHERE status = 'PROCESSING'",
             &[],
-        ) {
+        );
+        if let Ok(rows) = reading {
+            failing_since = None;
             let mut now_held = HashMap::new();
             for row in &rows {
                 let (id, at): (i64, i64) = (row.get(0), row.get(1));
@@ -474,6 +487,8 @@ fn watch(play: &str, to: &Path, every_ms: u64) -> Result<()> {
                 file.write_all(out.as_bytes())?;
                 out.clear();
             }
+        } else if failing_since.get_or_insert_with(Instant::now).elapsed() >= WATCH_GIVES_UP {
+            return Ok(());
         }
         std::thread::sleep(Duration::from_millis(every_ms));
     }
