@@ -69,7 +69,7 @@ const KILLS: usize = 4;
 /// holds the send until another relay sends to the same recipient (so,
 /// past the sweep's threshold), or for `HANG_MAX_MS`. Every relay hangs
 /// once, so no relay is the one that always goes on: the first three
-/// together, the last one later (`LATE_HANG_FROM_MS`).
+/// together, the last one later (`LATE_HANG_AFTER_OUTAGE_MS`).
 const HANGS: usize = KILL_RELAYS as usize;
 /// The rows of a hung relay went on 0.1 to 0.9 s after the threshold in
 /// the runs measured on an idle machine; with three checks side by side on
@@ -84,20 +84,18 @@ const HANG_MAX_SLACK_MS: u64 = 100;
 /// breaker's minimum. Its breaker opens in the middle of a batch whose rows
 /// the sweep has handed on, and it hands the rest of that batch back.
 const FAILS_AFTER_HANG: u32 = MIN_CALLS as u32 - 1;
-/// When a hung send may begin, in ms after the relays start: once the
-/// outage is over, while rows still wait, so that the rows it held are
-/// taken over by relays the provider answers.
-const HANG_FROM_MS: (u64, u64) = (
-    OUTAGE_FROM_MS + OUTAGE_MS + 500,
-    OUTAGE_FROM_MS + OUTAGE_MS + 1300,
-);
-/// When the last relay's hung send may begin: once the first three have
-/// been taken for dead and their rows handed on (a threshold and a sweep
-/// after the last of them may begin), so that three relays go on, while
-/// rows still wait (an idle machine sends until about 10 s).
-const LATE_HANG_FROM_MS: (u64, u64) = (
-    HANG_FROM_MS.1 + STALE_AFTER_MS + 1000,
-    HANG_FROM_MS.1 + STALE_AFTER_MS + 1600,
+/// When a hung send may begin, in ms after the outage ends: while rows
+/// still wait, so that the rows it held are taken over by relays the
+/// provider answers.
+const HANG_AFTER_OUTAGE_MS: (u64, u64) = (500, 1300);
+/// When the last relay's hung send may begin, in ms after the outage
+/// ends: once the first three have been taken for dead and their rows
+/// handed on (a threshold and a sweep after the last of them may begin),
+/// so that three relays go on, while rows still wait (an idle machine
+/// sends for about 6 s after the outage).
+const LATE_HANG_AFTER_OUTAGE_MS: (u64, u64) = (
+    HANG_AFTER_OUTAGE_MS.1 + STALE_AFTER_MS + 1000,
+    HANG_AFTER_OUTAGE_MS.1 + STALE_AFTER_MS + 1600,
 );
 
 /// Real time a send takes in the speed plays, in ms: far more than the
@@ -141,12 +139,16 @@ const DOWN_EVERY: u32 = 61;
 /// In a kill play, the provider is down for everyone from this many ms
 /// after the relays start ...
 const OUTAGE_FROM_MS: u64 = 1300;
-/// ... for this long.
+/// ... for this long on even seeds: shorter than the sweep's threshold ...
 const OUTAGE_MS: u64 = 2000;
+/// ... and this long on odd ones, the quick check's among them: past the
+/// threshold, so that a relay that keeps its batch through an open
+/// breaker, alive but not sending, has its claim taken over.
+const LONG_OUTAGE_MS: u64 = STALE_AFTER_MS + 1000;
 /// In a kill play, the provider is partly down from this many ms after
-/// the relays start, once the outage is over and the kills are done (a
-/// relay killed while its breaker is open holds no claim to orphan) ...
-const BROWNOUT_FROM_MS: u64 = OUTAGE_FROM_MS + OUTAGE_MS + 100;
+/// the outage ends, once the kills are done (a relay killed while its
+/// breaker is open holds no claim to orphan) ...
+const BROWNOUT_AFTER_OUTAGE_MS: u64 = 100;
 /// ... for this long ...
 const BROWNOUT_MS: u64 = 1500;
 /// ... failing each send with a chance drawn from the seed, in 100: a
@@ -160,6 +162,20 @@ const OPEN_FOR_MS: u64 = 300;
 /// Sends a breaker needs in its window before it judges: a relay that had
 /// sent nothing lately makes this many in an outage before it opens.
 const MIN_CALLS: u64 = 5;
+
+/// How long a kill play's outage lasts.
+fn outage_ms(seed: u64) -> u64 {
+    if seed % 2 == 1 {
+        LONG_OUTAGE_MS
+    } else {
+        OUTAGE_MS
+    }
+}
+
+/// When a kill play's outage ends, in ms after the relays start.
+fn outage_end_ms(seed: u64) -> u64 {
+    OUTAGE_FROM_MS + outage_ms(seed)
+}
 
 /// Every relay's plan but its name.
 fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
@@ -183,8 +199,12 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         refuse_run: 0,
         down_every: if slow { DOWN_EVERY } else { 0 },
         outage_from_ms: if slow { OUTAGE_FROM_MS } else { 0 },
-        outage_ms: if slow { OUTAGE_MS } else { 0 },
-        brownout_from_ms: if slow { BROWNOUT_FROM_MS } else { 0 },
+        outage_ms: if slow { outage_ms(seed) } else { 0 },
+        brownout_from_ms: if slow {
+            outage_end_ms(seed) + BROWNOUT_AFTER_OUTAGE_MS
+        } else {
+            0
+        },
         brownout_ms: if slow { BROWNOUT_MS } else { 0 },
         brownout_pct: if slow {
             Rng::new(seed ^ 0xb20).between(BROWNOUT_PCT.0, BROWNOUT_PCT.1) as u32
@@ -219,17 +239,28 @@ fn kill_play(seed: u64) -> Play {
             down_ms: rng.between(50, 300),
         })
         .collect();
+    // In a long outage, one more, once the threshold has passed since it
+    // began: the relay started again sweeps at once, while the others
+    // wait on their breakers.
+    if outage_ms(seed) > STALE_AFTER_MS {
+        let from = OUTAGE_FROM_MS + STALE_AFTER_MS + 200;
+        kills.push(Kill {
+            relay: rng.between(1, u64::from(KILL_RELAYS)) as u32,
+            at_ms: rng.between(from, from + 400),
+            down_ms: rng.between(50, 300),
+        });
+    }
     kills.sort_by_key(|k| k.at_ms);
     let mut hangs: Vec<Hang> = Vec::new();
     while hangs.len() < HANGS {
         let relay = rng.between(1, u64::from(KILL_RELAYS)) as u32;
         if hangs.iter().all(|h| h.relay != relay) {
             let (from, to) = if hangs.len() + 1 < HANGS {
-                HANG_FROM_MS
+                HANG_AFTER_OUTAGE_MS
             } else {
-                LATE_HANG_FROM_MS
+                LATE_HANG_AFTER_OUTAGE_MS
             };
-            let from_ms = rng.between(from, to);
+            let from_ms = outage_end_ms(seed) + rng.between(from, to);
             // The first wakes with its link to the provider still down.
             let fails_after = if hangs.is_empty() {
                 FAILS_AFTER_HANG
