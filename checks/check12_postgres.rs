@@ -63,7 +63,7 @@ const SPEED_ROWS: u32 = 50;
 const KILL_ROWS: u32 = 2000;
 /// Relays of a kill play.
 const KILL_RELAYS: u32 = 4;
-/// Kills in a kill play.
+/// Kills in a kill play's first 1.2 s (a long outage has one more).
 const KILLS: usize = 4;
 /// Hung sends in a kill play, each in a relay of its own: the provider
 /// holds the send until another relay sends to the same recipient (so,
