@@ -147,7 +147,8 @@ const OUTAGE_MS: u64 = 2000;
 const LONG_OUTAGE_MS: u64 = STALE_AFTER_MS + 1000;
 /// In a kill play, the provider is partly down from this many ms after
 /// the outage ends, once the kills are done (a relay killed while its
-/// breaker is open holds no claim to orphan) ...
+/// breaker is open holds no claim to orphan; the long outage's kill is
+/// there to start a relay that sweeps, not to orphan a claim) ...
 const BROWNOUT_AFTER_OUTAGE_MS: u64 = 100;
 /// ... for this long ...
 const BROWNOUT_MS: u64 = 1500;
