@@ -185,7 +185,7 @@ const WRONG_FIXES: &[(&str, &str)] = &[
     ),
     (
         "age-only",
-        "PASS FAIL PASS PASS PASS FAIL FAIL PASS PASS PASS PASS",
+        "PASS FAIL PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
     ),
     (
         "stale-report-not-suppressed",

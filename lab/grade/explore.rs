@@ -1793,7 +1793,7 @@ fn disagreements(
     for subject in subjects {
         let mine = yours.get(subject);
         // A refused request owes nothing: its subject may be told nothing.
-        let wanted = if refused.iter().any(|r| subject.contains(r.as_str())) {
+        let wanted = if refused.iter().any(|r| mentions(subject, r)) {
             None
         } else {
             reference.get(subject)
@@ -1841,9 +1841,9 @@ fn refused(model: &FaultModel, history: &History) -> Vec<String> {
         // A request made again (its subject and more, e.g. "… (again)")
         // that committed asks for what the refused one did: owed after all.
         .filter(|r| {
-            !committed
-                .iter()
-                .any(|(_, _, s)| s.is_some_and(|s| s != r && s.starts_with(r.as_str())))
+            !committed.iter().any(|(_, _, s)| {
+                s.is_some_and(|s| s != r && s.starts_with(r.as_str()) && mentions(s, r))
+            })
         })
         .collect()
 }
@@ -1870,6 +1870,16 @@ fn requested_after_fault(model: &FaultModel, history: &History) -> Vec<String> {
 
 /// The events of `kind` that operations taking a request from outside
 /// (see [`FaultModel::requests`]) left among `events`.
+/// Whether `text` names `name` as a whole word: "msg_1 to ann" names
+/// "msg_1", "msg_10 to ann" does not.
+fn mentions(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        !text[..at].chars().next_back().is_some_and(word)
+            && !text[at + name.len()..].chars().next().is_some_and(word)
+    })
+}
+
 fn of_requests<'a>(
     model: &'a FaultModel,
     events: &'a [Event],
@@ -2124,11 +2134,18 @@ fn judge_one<E: Explorer>(
                     let Some(owed) = own.get(subject) else {
                         continue;
                     };
-                    if later.iter().any(|r| subject.contains(r.as_str())) {
+                    if later.iter().any(|r| mentions(subject, r)) {
                         continue;
                     }
                     if fate.told == 0 && (fate.state == owed.state || explorer.waiting(fate)) {
                         fate.told = owed.told;
+                        fate.state = owed.state.clone();
+                    } else if fate.told == owed.told && explorer.waiting(fate) {
+                        // Stranded after the provider took its send (a
+                        // crash right after it, or a failing commit of its
+                        // mark): told as often as without the fault, its
+                        // row waits, claimed, for the sweep of a later
+                        // chapter to settle it.
                         fate.state = owed.state.clone();
                     }
                 }
@@ -2520,4 +2537,20 @@ fn report<E: Explorer>(
         verdict.timeline = found.history.events.clone();
     }
     verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn a_subject_names_a_request_only_as_a_whole_word() {
+        assert!(mentions("msg_1 to ann@example.com", "msg_1"));
+        assert!(mentions("msg_1", "msg_1"));
+        assert!(mentions("msg_1 (again)", "msg_1"));
+        assert!(!mentions("msg_10 to ann@example.com", "msg_1"));
+        assert!(!mentions("joann@example.com", "ann@example.com"));
+        assert!(mentions("invite ann@example.com", "ann@example.com"));
+        assert!(!mentions("", "msg_1"));
+    }
 }
