@@ -1485,6 +1485,21 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
         reached: |b| any_hook(b, |h| garbled(h, &[3, 4, 5])),
     },
     Dimension {
+        name: "a signature header whose timestamp is a number no clock shows",
+        // Answered: one that comes while the endpoint is down says nothing.
+        reached: |b| any_hook(b, |h| !h.down && garbled(h, &[6])),
+    },
+    Dimension {
+        name: "a forged signature shorter than the provider's (empty, or cut)",
+        reached: |b| {
+            any_hook(b, |h| {
+                !h.down
+                    && h.signing == Signing::Forged
+                    && webhook::forged_shape(h.body.as_bytes()) != 0
+            })
+        },
+    },
+    Dimension {
         name: "no signature header",
         reached: |b| any_hook(b, |h| h.signing == Signing::Unsigned),
     },
@@ -1712,19 +1727,32 @@ impl Explorer for Generated {
         }
         let mut labels: Vec<&String> = batch.hooks.iter().map(|h| &h.label).collect();
         labels.dedup();
+        let refusal = |a: &&Answered| a.status.is_some_and(|s| (400..500).contains(&s));
         for label in labels {
-            let last = answered.iter().rev().find(|a| &a.event == label);
-            let state = match last.and_then(|a| a.status) {
+            let mut sent = answered.iter().filter(|a| &a.event == label);
+            let last = sent.next_back();
+            let mut state = match last.and_then(|a| a.status) {
                 Some(s) if (200..300).contains(&s) => "taken (2xx)",
                 Some(s) if (400..500).contains(&s) => "refused (4xx)",
                 Some(_) => "failed (5xx)",
                 None => "no answer",
-            };
+            }
+            .to_string();
+            // Rule 3 holds in every play: a genuine report is never refused,
+            // not even once before the 2xx that takes it (a failing commit
+            // is the endpoint's own trouble, not the request's).
+            let genuine = batch
+                .hooks
+                .iter()
+                .any(|h| &h.label == label && h.nature == Nature::Genuine);
+            if genuine && last.is_some_and(|a| !refusal(&a)) && sent.any(|a| refusal(&a)) {
+                state.push_str(", refused (4xx) before");
+            }
             fates.insert(
                 format!("webhook {label}"),
                 Fate {
                     told: 0,
-                    state: state.to_string(),
+                    state,
                     detail: String::new(),
                 },
             );

@@ -187,7 +187,7 @@ impl Delivery {
                 signature(SECRET, now_s - self.lag_s, &body),
                 now_s - self.lag_s,
             )),
-            Signing::Forged => Some(rotated(signature(NOT_THE_SECRET, now_s, &body), now_s)),
+            Signing::Forged => Some(rotated(forged(now_s, &body), now_s)),
             Signing::Replayed { signed_at_ms } => {
                 let then = now_s - (now_ms - signed_at_ms).div_euclid(1000);
                 Some(signature(SECRET, then, &body))
@@ -204,12 +204,14 @@ impl Delivery {
 }
 
 /// How many ways [`Signing::Garbled`] has of spoiling a signature header.
-pub const GARBLED_FORMS: u8 = 6;
+pub const GARBLED_FORMS: u8 = 7;
 
 /// A signature header that cannot be read, in way `form`: neither part
 /// readable; a timestamp but no hex after `v1=`; the provider's own
 /// signature under a timestamp that is no number; a timestamp alone; a
-/// signature alone; nothing at all.
+/// signature alone; nothing at all; the provider's own signature under a
+/// timestamp that is a number but no time a clock can show (millions of
+/// years ahead).
 fn garbled(form: u8, now_s: i64, body: &[u8]) -> String {
     let genuine = signature(SECRET, now_s, body);
     let v1 = genuine.split_once(",v1=").map_or("", |(_, v1)| v1);
@@ -219,7 +221,8 @@ fn garbled(form: u8, now_s: i64, body: &[u8]) -> String {
         2 => format!("t=soon,v1={v1}"),
         3 => format!("t={now_s}"),
         4 => format!("v1={v1}"),
-        _ => String::new(),
+        5 => String::new(),
+        _ => format!("t=99999999999999,v1={v1}"),
     }
 }
 
@@ -234,6 +237,29 @@ pub fn redeliver(op: &str) -> Step {
 
 /// The header value the provider sends: `t=<timestamp>,v1=<hex HMAC-SHA256
 /// of "<timestamp>.<body>" keyed with `secret`>`.
+/// A signature header made without the secret, in one of three shapes,
+/// drawn from the body: a whole HMAC under another key, `v1=` with nothing
+/// after it, or the first 16 hex digits of that HMAC. A forger may send
+/// any bytes: a comparison that stops at the shorter of two signatures
+/// takes the last two.
+fn forged(now_s: i64, body: &[u8]) -> String {
+    let whole = signature(NOT_THE_SECRET, now_s, body);
+    let Some((t, v1)) = whole.split_once(",v1=") else {
+        return whole;
+    };
+    match forged_shape(body) {
+        0 => whole.clone(),
+        1 => format!("{t},v1="),
+        _ => format!("{t},v1={}", &v1[..16]),
+    }
+}
+
+/// Which of [`forged`]'s shapes a forged request with `body` takes: 0 for
+/// a whole signature, 1 for an empty one, 2 for one cut short.
+pub fn forged_shape(body: &[u8]) -> u8 {
+    (body.iter().map(|b| usize::from(*b)).sum::<usize>() % 3) as u8
+}
+
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     let mut mac =
         Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any size");
