@@ -235,8 +235,6 @@ pub fn redeliver(op: &str) -> Step {
     }
 }
 
-/// The header value the provider sends: `t=<timestamp>,v1=<hex HMAC-SHA256
-/// of "<timestamp>.<body>" keyed with `secret`>`.
 /// A signature header made without the secret, in one of three shapes,
 /// drawn from the body: a whole HMAC under another key, `v1=` with nothing
 /// after it, or the first 16 hex digits of that HMAC. A forger may send
@@ -260,6 +258,8 @@ pub fn forged_shape(body: &[u8]) -> u8 {
     (body.iter().map(|b| usize::from(*b)).sum::<usize>() % 3) as u8
 }
 
+/// The header value the provider sends: `t=<timestamp>,v1=<hex HMAC-SHA256
+/// of "<timestamp>.<body>" keyed with `secret`>`.
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     let mut mac =
         Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any size");

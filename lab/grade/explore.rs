@@ -1868,8 +1868,6 @@ fn requested_after_fault(model: &FaultModel, history: &History) -> Vec<String> {
         .collect()
 }
 
-/// The events of `kind` that operations taking a request from outside
-/// (see [`FaultModel::requests`]) left among `events`.
 /// Whether `text` names `name` as a whole word: "msg_1 to ann" names
 /// "msg_1", "msg_10 to ann" does not.
 fn mentions(text: &str, name: &str) -> bool {
@@ -1880,6 +1878,8 @@ fn mentions(text: &str, name: &str) -> bool {
     })
 }
 
+/// The events of `kind` that operations taking a request from outside
+/// (see [`FaultModel::requests`]) left among `events`.
 fn of_requests<'a>(
     model: &'a FaultModel,
     events: &'a [Event],
