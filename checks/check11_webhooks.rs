@@ -1656,12 +1656,6 @@ impl Explorer for Generated {
         vec![Step::new("dispatch")]
     }
 
-    /// A row still claimed, whatever its webhooks reported since.
-    fn waiting(&self, fate: &Fate) -> bool {
-        let status = fate.state.split(", ").next().unwrap_or_default();
-        [lab::history::WAITING, "PROCESSING"].contains(&status)
-    }
-
     fn faults(&self) -> FaultModel {
         // The dispatcher claims and marks rows as chapters 3 and 5 taught,
         // so its commits crash and fail, and it dies right after a send the

@@ -424,7 +424,9 @@ pub trait Explorer: Sync {
     /// chapter 3's claims by default. A fault in [`FaultModel::strands`]
     /// may leave such a message untold without losing it.
     fn waiting(&self, fate: &Fate) -> bool {
-        [crate::history::WAITING, "PROCESSING"].contains(&fate.state.as_str())
+        // A state may say more after its status: "PROCESSING, bounced".
+        let status = fate.state.split(", ").next().unwrap_or_default();
+        [crate::history::WAITING, "PROCESSING"].contains(&status)
     }
 
     /// Whether a message the play without a fault dead-lettered, never
