@@ -501,6 +501,7 @@ impl Batch {
         let mut hooks = Vec::new();
         let mut number = 0;
         let mut stamp = 0;
+        let mut order = Rng::new(seed ^ 0x1111_0dde_7000);
         for m in messages.clone() {
             let kinds: &[&'static str] = match rng.between(0, 4) {
                 0 => &["delivered"],
@@ -509,8 +510,15 @@ impl Batch {
                 3 => &["delivered", "bounced"],
                 _ => &[],
             };
+            // The provider's clock may put a delivery after the bounce or
+            // the complaint of the same message: the rules go by that clock
+            // alone, whatever the kinds. From a stream of its own.
+            let kinds: Vec<&'static str> = match kinds.len() == 2 && order.between(0, 2) == 0 {
+                true => kinds.iter().rev().copied().collect(),
+                false => kinds.to_vec(),
+            };
             let mut occurred = rng.between(3, 30) as i64 * SECOND;
-            for &kind in kinds {
+            for kind in kinds {
                 number += 1;
                 // Distinct provider times for every event of the scenario.
                 stamp += 1;
@@ -1572,7 +1580,11 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
     // provider reports later, of another email in flight, changes nothing.
     Dimension {
         name: "an address delivered to after its bounce or complaint, then emailed again",
-        reached: delivered_after_suppressed,
+        reached: |b| delivered_after_suppressed(b, false),
+    },
+    Dimension {
+        name: "a message delivered after its own bounce or complaint, then its address emailed again",
+        reached: |b| delivered_after_suppressed(b, true),
     },
     // Chapter 5's backoff holds whenever the dispatcher wakes, not only on
     // the whole minutes of its schedule.
@@ -1594,8 +1606,9 @@ fn taken_when(b: &Batch) -> Vec<(i64, &Event)> {
 
 /// Whether some address has a genuine delivery that happened after its
 /// genuine bounce or complaint, on the provider's clock, and came after it
-/// too, and an email queued to it after both came.
-fn delivered_after_suppressed(b: &Batch) -> bool {
+/// too, and an email queued to it after both came. With `same`, the
+/// delivery is of the message that bounced or drew the complaint.
+fn delivered_after_suppressed(b: &Batch, same: bool) -> bool {
     let genuine = taken_when(b);
     genuine
         .iter()
@@ -1604,6 +1617,7 @@ fn delivered_after_suppressed(b: &Batch) -> bool {
             genuine.iter().any(|(later, d)| {
                 !d.suppresses()
                     && d.to == stop.to
+                    && (!same || d.message == stop.message)
                     && unix(d.occurred) > unix(stop.occurred)
                     && later > came
                     && b.messages.iter().any(|m| m.to == stop.to && m.at > *later)
