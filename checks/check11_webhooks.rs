@@ -1252,10 +1252,7 @@ fn accepted(played: &Played) -> Vec<String> {
             .find(|h| h.label == e.id && h.nature == Nature::Genuine)
             .map(|h| h.looks.clone())
             .unwrap_or_default();
-        if let Some(refused) = genuine_answers
-            .iter()
-            .find(|a| a.status.is_some_and(|s| (400..500).contains(&s)))
-        {
+        if let Some(refused) = genuine_answers.iter().find(|a| a.refused()) {
             lines.push(format!(
                 "{} ({} {}, {looks}) got {} at {}: {}",
                 e.id,
@@ -1337,8 +1334,7 @@ fn malformed_lines(played: &Played) -> Vec<String> {
         .filter(|h| h.nature == Nature::Malformed)
     {
         for a in played.answers(&h.label).into_iter().filter(|a| a.reached()) {
-            let fine = a.status.is_some_and(|s| (400..500).contains(&s));
-            if !fine {
+            if !a.refused() {
                 lines.push(format!(
                     "{} ({}) got {} at {}: {}",
                     h.label,
@@ -1737,15 +1733,14 @@ impl Explorer for Generated {
         }
         let mut labels: Vec<&String> = batch.hooks.iter().map(|h| &h.label).collect();
         labels.dedup();
-        let refusal = |a: &&Answered| a.status.is_some_and(|s| (400..500).contains(&s));
         for label in labels {
             let mut sent = answered.iter().filter(|a| &a.event == label);
             let last = sent.next_back();
-            let mut state = match last.and_then(|a| a.status) {
-                Some(s) if (200..300).contains(&s) => "taken (2xx)",
-                Some(s) if (400..500).contains(&s) => "refused (4xx)",
-                Some(_) => "failed (5xx)",
-                None => "no answer",
+            let mut state = match last {
+                Some(a) if a.accepted() => "taken (2xx)",
+                Some(a) if a.refused() => "refused (4xx)",
+                Some(a) if a.status.is_some() => "failed (5xx)",
+                _ => "no answer",
             }
             .to_string();
             // Rule 3 holds in every play: a genuine report is never refused,
@@ -1755,7 +1750,7 @@ impl Explorer for Generated {
                 .hooks
                 .iter()
                 .any(|h| &h.label == label && h.nature == Nature::Genuine);
-            if genuine && last.is_some_and(|a| !refusal(&a)) && sent.any(|a| refusal(&a)) {
+            if genuine && last.is_some_and(|a| !a.refused()) && sent.any(|a| a.refused()) {
                 state.push_str(", refused (4xx) before");
             }
             fates.insert(

@@ -293,6 +293,11 @@ impl Answered {
         self.status.is_some_and(|s| (200..300).contains(&s))
     }
 
+    /// Whether the service refused it (a 4xx).
+    pub fn refused(&self) -> bool {
+        self.status.is_some_and(|s| (400..500).contains(&s))
+    }
+
     /// Whether the request reached the service at all: it did not when
     /// the endpoint was down.
     pub fn reached(&self) -> bool {
