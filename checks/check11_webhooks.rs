@@ -31,9 +31,10 @@ use lab::history::{read_pairs, History};
 use lab::report::{first_found, judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{in_parallel, scenario_dir, Case, Exit};
-use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::scenario::{Moment, Plan, ProviderScript, Step, APP_DB};
 use lab::serve::Schedule;
 use lab::webhook::{self, Answered, Delivery, Rotation, Signing, GARBLED_FORMS};
+use lab::world::Recorder;
 
 pub const CHAPTER: Chapter = Chapter {
     number: 11,
@@ -185,6 +186,11 @@ struct Batch {
     /// on, waking the dispatcher at once, between whole minutes.
     deploy: Option<i64>,
     end: i64,
+    /// A report the endpoint takes in a process of its own while the
+    /// dispatcher is in the middle of a batch, as a web server and a worker
+    /// run side by side: (the recipient whose send the provider holds until
+    /// that process ends, the label of the hook it takes).
+    during: Option<(String, String)>,
 }
 
 fn address(name: &str) -> String {
@@ -429,6 +435,7 @@ impl Batch {
             provider: ProviderScript::default(),
             deploy: None,
             end: 7 * MINUTE,
+            during: None,
         }
     }
 
@@ -478,6 +485,49 @@ impl Batch {
             provider: ProviderScript::default(),
             deploy: None,
             end: 9 * MINUTE,
+            during: None,
+        }
+    }
+
+    /// A bounce taken while the dispatcher is sending a batch: cleo's
+    /// first email bounced, and the provider's report comes while the
+    /// dispatcher is sending three more, two of them to cleo, one before
+    /// and one after dana's in the order they were queued. The provider
+    /// holds the send to dana until the endpoint, in a process of its own,
+    /// has taken the report: whatever order the batch goes out in, one
+    /// email to cleo is still to go once the bounce is taken, and only a
+    /// look at the list right before that send stops it.
+    fn racing() -> Batch {
+        let cleo = address("cleo");
+        let dana = address("dana");
+        let bounce = genuine(
+            event("evt_1", "bounced", at(1, 40), "msg_1", &cleo),
+            at(2, 1),
+            1,
+        );
+        let message = |id: &str, to: &str, at: i64| Message {
+            id: id.to_string(),
+            to: to.to_string(),
+            at,
+        };
+        Batch {
+            seed: None,
+            title: "a bounce taken while the dispatcher sends a batch",
+            messages: vec![
+                message("msg_1", &cleo, 0),
+                message("msg_2", &cleo, at(1, 10)),
+                message("msg_3", &dana, at(1, 20)),
+                message("msg_4", &cleo, at(1, 30)),
+            ],
+            during: Some((dana, bounce.label.clone())),
+            hooks: vec![bounce],
+            // Whatever the endpoint did not take (it found the database
+            // busy, say), the provider sends again.
+            rounds: vec![at(3, 45)],
+            outage: None,
+            provider: ProviderScript::default(),
+            deploy: None,
+            end: 5 * MINUTE,
         }
     }
 
@@ -829,6 +879,7 @@ impl Batch {
             provider,
             deploy,
             end: 19 * MINUTE,
+            during: None,
         }
     }
 
@@ -865,7 +916,8 @@ impl Batch {
             let input = serde_json::json!({ "id": m.id, "to": m.to, "text": m.text() });
             due.push((m.at, Some(Step::with("enqueue", input, &m.id))));
         }
-        for h in &self.hooks {
+        let during = self.during.as_ref().map(|(_, label)| label);
+        for h in self.hooks.iter().filter(|h| Some(&h.label) != during) {
             due.push((h.at, Some(h.delivery().step(ENDPOINT))));
         }
         for &r in &self.rounds {
@@ -1020,15 +1072,21 @@ fn answer(a: &Answered) -> String {
 
 fn play(case: &Case, batch: &Batch) -> Result<Played> {
     let dir = scenario_dir()?;
-    let mut exits = Vec::new();
-    for plan in batch.plans(dir.path()) {
-        let exit = case.start(&plan)?;
-        let stop = exit != Exit::Finished;
-        exits.push(exit);
-        if stop {
-            break;
+    let exits = match &batch.during {
+        Some((held, label)) => race(case, batch, dir.path(), held, label)?,
+        None => {
+            let mut exits = Vec::new();
+            for plan in batch.plans(dir.path()) {
+                let exit = case.start(&plan)?;
+                let stop = exit != Exit::Finished;
+                exits.push(exit);
+                if stop {
+                    break;
+                }
+            }
+            exits
         }
-    }
+    };
     let history = History::read(dir.path())?;
     let answered = webhook::read(dir.path())?;
     let (rows, unreadable) = match read_left(dir.path()) {
@@ -1045,6 +1103,56 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
         answered,
         rows,
         unreadable,
+    })
+}
+
+/// The process that takes a report while the dispatcher sends a batch.
+const ENDPOINT_PROCESS: u32 = 2;
+
+/// Plays `batch`'s one process, the service, while a second process takes
+/// the report `label` as soon as the service's dispatcher has begun its
+/// send to `held`: the provider answers that send only once the second
+/// process has ended, so the report is taken in the middle of the batch.
+/// The second process moves the clock a second on first, so that what the
+/// batch sent before it and after it never share a time. Returns both
+/// exits.
+fn race(case: &Case, batch: &Batch, dir: &Path, held: &str, label: &str) -> Result<Vec<Exit>> {
+    let Some(mut service) = batch.plans(dir).into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    service.provider.hold_each = vec![(held.to_string(), vec![Moment::Ended(ENDPOINT_PROCESS)])];
+    service.provider.hold_op = Some("dispatch".to_string());
+    let hook = batch
+        .hooks
+        .iter()
+        .find(|h| h.label == label)
+        .expect("the report taken meanwhile is one of the batch's hooks");
+    let endpoint = Plan {
+        dir: dir.to_path_buf(),
+        process: ENDPOINT_PROCESS,
+        steps: vec![Step::advance(SECOND), hook.delivery().step(ENDPOINT)],
+        ..Plan::default()
+    };
+    // The service waits for the endpoint's process: it may run for longer
+    // before it counts as hung.
+    let waiting = Case {
+        timeout: case.timeout * 2,
+        ..case.clone()
+    };
+    // The parent watches the world for the send, so it makes the world
+    // before either process starts.
+    let world = Recorder::open(dir, 0)?;
+    std::thread::scope(|scope| -> Result<Vec<Exit>> {
+        let running = scope.spawn(|| waiting.start(&service));
+        while !running.is_finished() && !world.reached(Moment::Sending(service.process))? {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let taken = case.start(&endpoint);
+        Recorder::open(dir, ENDPOINT_PROCESS)?.record_ended(ENDPOINT_PROCESS)?;
+        let served = running
+            .join()
+            .expect("the thread running the service does not panic");
+        Ok(vec![served?, taken?])
     })
 }
 
@@ -1362,7 +1470,7 @@ fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) 
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
-    let mut batches = vec![Batch::chapter(), Batch::second()];
+    let mut batches = vec![Batch::chapter(), Batch::second(), Batch::racing()];
     batches.extend(
         options
             .seeds
