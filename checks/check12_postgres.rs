@@ -98,6 +98,14 @@ const LATE_HANG_AFTER_OUTAGE_MS: (u64, u64) = (
     HANG_AFTER_OUTAGE_MS.1 + STALE_AFTER_MS + 1600,
 );
 
+/// How far the clocks of a kill play's four machines are off, in ms:
+/// never read by a relay that times its claims, retries and sweeps by the
+/// database's clock. The fastest and the slowest differ by more than the
+/// sweep's threshold, so a relay that compares its own clock with the
+/// claim times another relay wrote takes that relay's rows while it is
+/// still sending them.
+const CLOCK_SKEWS_MS: [i64; KILL_RELAYS as usize] = [-1500, -500, 500, 1500];
+
 /// Real time a send takes in the speed plays, in ms: far more than the
 /// relay's own work on a row, as a real provider's hundreds of ms are.
 const SEND_MS: u64 = 20;
@@ -217,6 +225,7 @@ fn relay_plan(seed: u64, slow: bool) -> RelayPlan {
         hang_max_ms: HANG_MAX_MS,
         hang_fails_after: 0,
         crash_at_ms: 0,
+        clock_skew_ms: 0,
     }
 }
 
@@ -227,6 +236,7 @@ fn speed_play(relays: u32) -> Play {
         kills: Vec::new(),
         hangs: Vec::new(),
         relay: relay_plan(u64::from(relays), false),
+        clock_skews_ms: Vec::new(),
         limit: Duration::from_secs(60),
     }
 }
@@ -283,12 +293,17 @@ fn kill_play(seed: u64) -> Play {
         (f64::from(KILL_ROWS) * high) as u64,
     ) as u32;
     relay.refuse_run = import.between(REFUSE_RUN.0, REFUSE_RUN.1) as u32;
+    // Each relay's machine keeps its own clock, shuffled among the relays
+    // by a stream of its own, so the rest is drawn as before.
+    let mut clock_skews_ms = CLOCK_SKEWS_MS.to_vec();
+    Rng::new(seed ^ 0xc10c).shuffle(&mut clock_skews_ms);
     Play {
         rows: KILL_ROWS,
         relays: KILL_RELAYS,
         kills,
         hangs,
         relay,
+        clock_skews_ms,
         limit: Duration::from_secs(90),
     }
 }
@@ -302,6 +317,18 @@ fn describe(play: &Play) -> String {
         if play.relays == 1 { "" } else { "s" },
         play.rows
     );
+    if !play.clock_skews_ms.is_empty() {
+        let clocks: Vec<String> = play
+            .clock_skews_ms
+            .iter()
+            .zip(1..)
+            .map(|(ms, relay)| format!("relay-{relay}'s {:+.1} s", *ms as f64 / 1000.0))
+            .collect();
+        text.push_str(&format!(
+            "; each machine's clock is off: {}",
+            clocks.join(", ")
+        ));
+    }
     for kill in &play.kills {
         text.push_str(&format!(
             "; relay-{} crashes right after a delivered send from {:.2} s, down {:.2} s",

@@ -132,6 +132,12 @@ pub struct RelayPlan {
     /// standard error, then kills itself with SIGKILL.
     #[serde(default)]
     pub crash_at_ms: u64,
+    /// How far the relay's machine's clock is off, in ms (0: not at all):
+    /// every reading of the wall clock in the relay process, the case's
+    /// `SystemTime::now()` among them, is this much ahead (or behind, when
+    /// negative). The database's clock is the one clock all relays share.
+    #[serde(default)]
+    pub clock_skew_ms: i64,
 }
 
 /// The line a relay's planned crash begins with on its standard error,
@@ -139,11 +145,27 @@ pub struct RelayPlan {
 pub const CRASHED: &str = "notify: crashed as planned at";
 
 /// Now, in µs since the UNIX epoch: the moments both sides of a play
-/// speak in.
+/// speak in. Read from the kernel itself, never through the C library's
+/// `clock_gettime`, which a relay's skewed clock replaces (see
+/// [`RelayPlan::clock_skew_ms`]): the play's moments are the one machine's
+/// true time, whatever clock the case is given.
 pub fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the system call writes one timespec, which `ts` is.
+    let read = unsafe {
+        libc::syscall(
+            libc::SYS_clock_gettime,
+            libc::CLOCK_REALTIME,
+            &mut ts as *mut libc::timespec,
+        )
+    };
+    if read != 0 {
+        return 0;
+    }
+    ts.tv_sec * 1_000_000 + ts.tv_nsec / 1000
 }
 
 /// A case process's orders: which play, and its duty there.

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use postgres::{Client, Config, NoTls};
@@ -367,10 +367,7 @@ impl Email {
 
 /// Ms since the play's relays first started.
 fn play_ms(plan: &RelayPlan) -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-        .saturating_sub(plan.play_start_ms)
+    ((crate::fleet::now_us() / 1000) as u64).saturating_sub(plan.play_start_ms)
 }
 
 /// The case's relay: claims some rows, sends them, marks them; returns how
@@ -547,9 +544,9 @@ fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> R
             .get(0))
     };
 
-    let start = UNIX_EPOCH + Duration::from_millis(plan.start_at_ms);
-    if let Ok(wait) = start.duration_since(SystemTime::now()) {
-        std::thread::sleep(wait);
+    let now_ms = (crate::fleet::now_us() / 1000) as u64;
+    if plan.start_at_ms > now_ms {
+        std::thread::sleep(Duration::from_millis(plan.start_at_ms - now_ms));
     }
     let sweep_every = Duration::from_millis(plan.sweep_every_ms);
     let stale_after = Duration::from_millis(plan.stale_after_ms);

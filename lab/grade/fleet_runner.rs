@@ -81,6 +81,9 @@ pub struct Play {
     /// Every relay's plan but its name and start: the provider's speed,
     /// the sweep's settings.
     pub relay: RelayPlan,
+    /// How far each relay's clock is off, in ms, relay-1's first; a relay
+    /// past the end's is right.
+    pub clock_skews_ms: Vec<i64>,
     /// The whole play is stopped after this long.
     pub limit: Duration,
 }
@@ -232,13 +235,71 @@ fn spawn(case: &Case, dir: &Path, name: &str, orders: &Orders) -> Result<Child> 
         .with_context(|| format!("could not write {}", file.display()))?;
     let err = std::fs::File::create(dir.join(format!("{name}.err")))
         .context("could not create a case process's error file")?;
-    Command::new(&case.exe)
+    let mut command = Command::new(&case.exe);
+    if let Duty::Relay(plan) = &orders.duty {
+        if plan.clock_skew_ms != 0 {
+            command
+                .env("LD_PRELOAD", skewed_clock(&case.exe)?)
+                .env("NOTIFY_CLOCK_SKEW_MS", plan.clock_skew_ms.to_string());
+        }
+    }
+    command
         .arg(&file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(err)
         .spawn()
         .with_context(|| format!("could not start {}", case.exe.display()))
+}
+
+/// The C source of the library that puts a relay's clock off.
+const SKEW_SOURCE: &str = include_str!("skew/skew.c");
+
+/// The library a relay with a skewed clock is started with (`LD_PRELOAD`):
+/// built once with the C compiler beside `exe`'s folder, under a name that
+/// depends on its source, so checks that run side by side share it.
+fn skewed_clock(exe: &Path) -> Result<PathBuf> {
+    let dir = exe
+        .parent()
+        .context("a case binary lives in a folder")?
+        .join("notify-skew");
+    let library = dir.join(format!(
+        "libskew-{:016x}.so",
+        crate::chapter::fingerprint(SKEW_SOURCE.as_bytes())
+    ));
+    if library.exists() {
+        return Ok(library);
+    }
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("could not create {}", dir.display()))?;
+    let unique = format!("{}-{}", std::process::id(), now_us());
+    let source = dir.join(format!("skew-{unique}.c"));
+    let built = dir.join(format!("libskew-{unique}.so"));
+    std::fs::write(&source, SKEW_SOURCE)
+        .with_context(|| format!("could not write {}", source.display()))?;
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&built)
+        .arg(&source)
+        .output()
+        .with_context(|| {
+            format!(
+                "could not run the C compiler ({}) to build the library that puts a relay's clock off",
+                cc.to_string_lossy()
+            )
+        })?;
+    let _ = std::fs::remove_file(&source);
+    if !out.status.success() {
+        bail!(
+            "the C compiler could not build the library that puts a relay's clock off:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Whole or not at all, whichever check renames first.
+    std::fs::rename(&built, &library)
+        .with_context(|| format!("could not keep {}", library.display()))?;
+    Ok(library)
 }
 
 fn said(dir: &Path, name: &str) -> String {
@@ -362,6 +423,11 @@ fn relay(
         let hang = play.hangs.iter().find(|h| h.relay == slot_of(me));
         plan.hang_from_ms = hang.map_or(0, |h| h.from_ms);
         plan.hang_fails_after = hang.map_or(0, |h| h.fails_after);
+        plan.clock_skew_ms = play
+            .clock_skews_ms
+            .get(slot_of(me) as usize - 1)
+            .copied()
+            .unwrap_or(0);
         orders(Duty::Relay(plan))
     };
     let mut running = Running {
