@@ -270,25 +270,36 @@ fn skewed_clock(exe: &Path) -> Result<PathBuf> {
     if library.exists() {
         return Ok(library);
     }
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("could not create {}", dir.display()))?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let unique = format!("{}-{}", std::process::id(), now_us());
     let source = dir.join(format!("skew-{unique}.c"));
     let built = dir.join(format!("libskew-{unique}.so"));
     std::fs::write(&source, SKEW_SOURCE)
         .with_context(|| format!("could not write {}", source.display()))?;
+    // The C compiler the environment names, or the system's: `cc`, or
+    // `gcc` where no `cc` is installed.
+    let compile = |cc: &std::ffi::OsStr| {
+        Command::new(cc)
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(&built)
+            .arg(&source)
+            .output()
+    };
     let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
-    let out = Command::new(&cc)
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&built)
-        .arg(&source)
-        .output()
-        .with_context(|| {
-            format!(
-                "could not run the C compiler ({}) to build the library that puts a relay's clock off",
-                cc.to_string_lossy()
-            )
-        })?;
+    let out = match compile(&cc) {
+        Err(err)
+            if err.kind() == std::io::ErrorKind::NotFound && std::env::var_os("CC").is_none() =>
+        {
+            compile("gcc".as_ref())
+        }
+        other => other,
+    }
+    .with_context(|| {
+        format!(
+            "could not run the C compiler ({}) to build the library that puts a relay's clock off",
+            cc.to_string_lossy()
+        )
+    })?;
     let _ = std::fs::remove_file(&source);
     if !out.status.success() {
         bail!(
