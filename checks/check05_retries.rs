@@ -450,15 +450,7 @@ impl Played {
 
 fn play(case: &Case, batch: &Batch) -> Result<Played> {
     let dir = scenario_dir()?;
-    let mut exits = Vec::new();
-    for plan in batch.plans(dir.path()) {
-        let exit = case.start(&plan)?;
-        let stop = exit != Exit::Finished;
-        exits.push(exit);
-        if stop {
-            break;
-        }
-    }
+    let exits = case.start_in_turn(&batch.plans(dir.path()))?;
     let history = History::read(dir.path())?;
     let (rows, unreadable) = match read_outbox(dir.path(), &history, Queued::key) {
         Ok(rows) => (rows, None),

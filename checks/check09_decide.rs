@@ -929,15 +929,7 @@ fn attempts(batch: &Batch, history: &History, n: &Notice, channel: &str) -> Vec<
 
 fn play(case: &Case, batch: &Batch) -> Result<Played> {
     let dir = scenario_dir()?;
-    let mut exits = Vec::new();
-    for plan in batch.plans(dir.path()) {
-        let exit = case.start(&plan)?;
-        let stop = exit != Exit::Finished;
-        exits.push(exit);
-        if stop {
-            break;
-        }
-    }
+    let exits = case.start_in_turn(&batch.plans(dir.path()))?;
     let history = History::read(dir.path())?;
     let (ledger, unreadable) = match read_ledger(dir.path(), &history) {
         Ok(ledger) => (ledger, None),

@@ -160,6 +160,14 @@ struct Message {
 }
 
 impl Message {
+    fn new(id: &str, to: &str, at: i64) -> Message {
+        Message {
+            id: id.to_string(),
+            to: to.to_string(),
+            at,
+        }
+    }
+
     fn text(&self) -> String {
         format!("Your receipt ({})", self.id)
     }
@@ -465,19 +473,14 @@ impl Batch {
             0,
         );
         complaint.down = true;
-        let message = |id: &str, to: &str, at: i64| Message {
-            id: id.to_string(),
-            to: to.to_string(),
-            at,
-        };
         Batch {
             seed: None,
             title: "a forged copy before a bounce, a complaint while the endpoint is down",
             messages: vec![
-                message("msg_1", &eli, 0),
-                message("msg_2", &fay, 0),
-                message("msg_3", &eli, at(2, 20)),
-                message("msg_4", &fay, at(7, 10)),
+                Message::new("msg_1", &eli, 0),
+                Message::new("msg_2", &fay, 0),
+                Message::new("msg_3", &eli, at(2, 20)),
+                Message::new("msg_4", &fay, at(7, 10)),
             ],
             hooks: vec![forged, genuine(bounce, at(1, 30), 2), complaint],
             rounds: vec![at(6, 45)],
@@ -505,19 +508,14 @@ impl Batch {
             at(2, 1),
             1,
         );
-        let message = |id: &str, to: &str, at: i64| Message {
-            id: id.to_string(),
-            to: to.to_string(),
-            at,
-        };
         Batch {
             seed: None,
             title: "a bounce taken while the dispatcher sends a batch",
             messages: vec![
-                message("msg_1", &cleo, 0),
-                message("msg_2", &cleo, at(1, 10)),
-                message("msg_3", &dana, at(1, 20)),
-                message("msg_4", &cleo, at(1, 30)),
+                Message::new("msg_1", &cleo, 0),
+                Message::new("msg_2", &cleo, at(1, 10)),
+                Message::new("msg_3", &dana, at(1, 20)),
+                Message::new("msg_4", &cleo, at(1, 30)),
             ],
             during: Some((dana, bounce.label.clone())),
             hooks: vec![bounce],
@@ -1074,18 +1072,7 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
     let dir = scenario_dir()?;
     let exits = match &batch.during {
         Some((held, label)) => race(case, batch, dir.path(), held, label)?,
-        None => {
-            let mut exits = Vec::new();
-            for plan in batch.plans(dir.path()) {
-                let exit = case.start(&plan)?;
-                let stop = exit != Exit::Finished;
-                exits.push(exit);
-                if stop {
-                    break;
-                }
-            }
-            exits
-        }
+        None => case.start_in_turn(&batch.plans(dir.path()))?,
     };
     let history = History::read(dir.path())?;
     let answered = webhook::read(dir.path())?;

@@ -268,6 +268,22 @@ impl Case {
         Ok(exits.remove(0))
     }
 
+    /// Runs one process per plan, one after the other, as a service is
+    /// stopped and started again, until one of them does not finish: the
+    /// plans after it are never started. Returns the exits of those run.
+    pub fn start_in_turn(&self, plans: &[Plan]) -> Result<Vec<Exit>> {
+        let mut exits = Vec::new();
+        for plan in plans {
+            let exit = self.start(plan)?;
+            let stop = exit != Exit::Finished;
+            exits.push(exit);
+            if stop {
+                break;
+            }
+        }
+        Ok(exits)
+    }
+
     /// Runs one process per plan, all at once (e.g. relays racing on one
     /// database), and waits for every one. Each plan needs its own `process`
     /// number; the timeout applies to each process from the common start.
