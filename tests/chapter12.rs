@@ -192,7 +192,12 @@ mod on_postgres {
         ("no-sweep", "PASS FAIL PASS ? PASS ? ?"),
         ("sweep-ignores-age", "PASS PASS FAIL ? PASS ? ?"),
         ("sweep-too-soon", "PASS PASS FAIL ? PASS ? ?"),
-        ("clock-of-its-own", "PASS ? FAIL ? PASS ? ?"),
+        // A relay whose clock runs fast hands on the rows a slow one is
+        // still sending: they go out from two live relays, and a row the
+        // other relay's send got refused is sent again (chapter 5's
+        // rules). Both showed in each of 6 checks on an idle machine (3
+        // to 51 rows); how many depends on timing, so either will do.
+        ("clock-of-its-own", "PASS ? ? ? PASS ? ?"),
         ("sweep-needs-a-dead-connection", "PASS FAIL PASS ? PASS ? ?"),
         ("fence-on-status-only", "PASS ? ? ? PASS ? ?"),
         ("fresh-key", "FAIL PASS PASS ? PASS ? ?"),
