@@ -6,7 +6,9 @@
 //! endpoint is sometimes down, and then the provider sends them again,
 //! signed afresh. Among them come requests the provider never signed (a
 //! forged bounce), requests it signed days ago (a replay), and bodies or
-//! headers nobody can read. The check reads every request and answer the
+//! headers nobody can read; and one report is taken by the endpoint in a
+//! process of its own while the dispatcher is in the middle of a batch, as
+//! a web server runs beside a worker. The check reads every request and answer the
 //! world saw, every email, and the outbox as it was left, and judges: no
 //! mail after a bounce or complaint was taken, nothing believed that the
 //! provider did not send just now, every genuine report taken whatever its
@@ -1539,8 +1541,9 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
 /// reports on them arriving late, out of order and some twice, forged and
 /// replayed ones, unreadable ones, sometimes an endpoint down for minutes,
 /// and the provider's rounds of sending again. Faults: a crash after any
-/// commit of `enqueue` and of the endpoint, and a failing commit of the
-/// endpoint (it answers 500, and the provider sends the event again).
+/// commit of `enqueue`, of the endpoint and of `dispatch`, and right after
+/// a send the provider accepted; a failing commit of the endpoint (it
+/// answers 500, and the provider sends the event again) and of `dispatch`.
 struct Generated;
 
 /// Whether `batch` has a hook `that` holds for.
