@@ -793,6 +793,38 @@ impl Batch {
                 h.down = true;
             }
         }
+        // A bounce or complaint for someone new, taken by a process of its
+        // own, as a web server runs beside a worker, just after a wake-up
+        // while the endpoint is up: the dispatcher is then sending a batch
+        // with mail to that address on both sides of a send to someone
+        // else. The explorer plays it in turn, after that wake-up's batch.
+        // From a stream of its own.
+        let mut racing = Rng::new(seed ^ 0x1111_2ace_0000);
+        let wakes: Vec<i64> = (2..11)
+            .map(|m| m * MINUTE)
+            .filter(|w| outage.is_none_or(|(from, to)| !(from..to).contains(&(w + SECOND))))
+            .collect();
+        let mut during = None;
+        if !wakes.is_empty() {
+            let wake = wakes[racing.between(0, wakes.len() as u64 - 1) as usize];
+            let (stopped, other) = (
+                address(names[people.len()]),
+                address(names[people.len() + 1]),
+            );
+            let first = format!("msg_{}", messages.len() + 1);
+            messages.push(Message::new(&first, &stopped, 0));
+            for (who, before) in [(&stopped, 50), (&other, 40), (&stopped, 30)] {
+                let id = format!("msg_{}", messages.len() + 1);
+                messages.push(Message::new(&id, who, wake - before * SECOND));
+            }
+            number += 1;
+            let kind = *racing.pick(&["bounced", "complained"]);
+            let occurred = racing.between(70, (wake / SECOND - 20) as u64) as i64 * SECOND;
+            let stop = event(&format!("evt_{number}"), kind, occurred, &first, &stopped);
+            let hook = self::genuine(stop, wake + SECOND, racing.between(0, 2));
+            during = Some((other, hook.label.clone()));
+            hooks.push(hook);
+        }
         // The provider's side of sending: sometimes down for minutes while
         // later emails go out (chapter 5's backoff), and one more person,
         // who gets only a later email, whose address it refuses for good,
@@ -879,7 +911,7 @@ impl Batch {
             provider,
             deploy,
             end: 19 * MINUTE,
-            during: None,
+            during,
         }
     }
 
@@ -909,15 +941,20 @@ impl Batch {
     }
 
     /// The steps of each process in turn: one, or two around the deploy.
-    fn steps(&self) -> Vec<Vec<Step>> {
+    /// The hook labelled `taken_apart`, if any, is left out: another
+    /// process takes it (see [`race`]).
+    fn steps(&self, taken_apart: Option<&str>) -> Vec<Vec<Step>> {
         // `None`: the deploy.
         let mut due: Vec<(i64, Option<Step>)> = Vec::new();
         for m in &self.messages {
             let input = serde_json::json!({ "id": m.id, "to": m.to, "text": m.text() });
             due.push((m.at, Some(Step::with("enqueue", input, &m.id))));
         }
-        let during = self.during.as_ref().map(|(_, label)| label);
-        for h in self.hooks.iter().filter(|h| Some(&h.label) != during) {
+        for h in self
+            .hooks
+            .iter()
+            .filter(|h| Some(h.label.as_str()) != taken_apart)
+        {
             due.push((h.at, Some(h.delivery().step(ENDPOINT))));
         }
         for &r in &self.rounds {
@@ -946,8 +983,14 @@ impl Batch {
         processes
     }
 
+    /// The service's processes, one after the other, every report taken
+    /// among its steps at its time: what the explorer plays.
     fn plans(&self, dir: &Path) -> Vec<Plan> {
-        self.steps()
+        self.plans_without(dir, None)
+    }
+
+    fn plans_without(&self, dir: &Path, taken_apart: Option<&str>) -> Vec<Plan> {
+        self.steps(taken_apart)
             .into_iter()
             .zip(1..)
             .map(|(steps, process)| Plan {
@@ -1095,22 +1138,20 @@ fn play(case: &Case, batch: &Batch) -> Result<Played> {
     })
 }
 
-/// The process that takes a report while the dispatcher sends a batch.
-const ENDPOINT_PROCESS: u32 = 2;
-
-/// Plays `batch`'s one process, the service, while a second process takes
-/// the report `label` as soon as the service's dispatcher has begun its
-/// send to `held`: the provider answers that send only once the second
-/// process has ended, so the report is taken in the middle of the batch.
-/// The second process moves the clock a second on first, so that what the
-/// batch sent before it and after it never share a time. Returns both
-/// exits.
+/// Plays `batch`'s service, its processes one after the other, while
+/// another process takes the report `label` as soon as the service's
+/// dispatcher has begun a send to `held`: the provider answers that send
+/// only once the other process has ended, so the report is taken in the
+/// middle of the batch. The other process moves the clock a second on
+/// first, so that what the batch sent before it and after it never share a
+/// time. Returns every exit, the other process's last.
 fn race(case: &Case, batch: &Batch, dir: &Path, held: &str, label: &str) -> Result<Vec<Exit>> {
-    let Some(mut service) = batch.plans(dir).into_iter().next() else {
-        return Ok(Vec::new());
-    };
-    service.provider.hold_each = vec![(held.to_string(), vec![Moment::Ended(ENDPOINT_PROCESS)])];
-    service.provider.hold_op = Some("dispatch".to_string());
+    let mut service = batch.plans_without(dir, Some(label));
+    let apart = service.len() as u32 + 1;
+    for plan in &mut service {
+        plan.provider.hold_each = vec![(held.to_string(), vec![Moment::Ended(apart)])];
+        plan.provider.hold_op = Some("dispatch".to_string());
+    }
     let hook = batch
         .hooks
         .iter()
@@ -1118,7 +1159,7 @@ fn race(case: &Case, batch: &Batch, dir: &Path, held: &str, label: &str) -> Resu
         .expect("the report taken meanwhile is one of the batch's hooks");
     let endpoint = Plan {
         dir: dir.to_path_buf(),
-        process: ENDPOINT_PROCESS,
+        process: apart,
         steps: vec![Step::advance(SECOND), hook.delivery().step(ENDPOINT)],
         ..Plan::default()
     };
@@ -1131,17 +1172,26 @@ fn race(case: &Case, batch: &Batch, dir: &Path, held: &str, label: &str) -> Resu
     // The parent watches the world for the send, so it makes the world
     // before either process starts.
     let world = Recorder::open(dir, 0)?;
+    let sending = || -> Result<bool> {
+        for plan in &service {
+            if world.reached(Moment::Sending(plan.process))? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
     std::thread::scope(|scope| -> Result<Vec<Exit>> {
-        let running = scope.spawn(|| waiting.start(&service));
-        while !running.is_finished() && !world.reached(Moment::Sending(service.process))? {
+        let running = scope.spawn(|| waiting.start_in_turn(&service));
+        while !running.is_finished() && !sending()? {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let taken = case.start(&endpoint);
-        Recorder::open(dir, ENDPOINT_PROCESS)?.record_ended(ENDPOINT_PROCESS)?;
-        let served = running
+        Recorder::open(dir, apart)?.record_ended(apart)?;
+        let mut exits = running
             .join()
-            .expect("the thread running the service does not panic");
-        Ok(vec![served?, taken?])
+            .expect("the thread running the service does not panic")?;
+        exits.push(taken?);
+        Ok(exits)
     })
 }
 

@@ -178,13 +178,7 @@ mod on_postgres {
     /// counts refusals pauses relays its rule keeps sending, among them the
     /// ones that would take over a hung relay's rows, so on a loaded
     /// machine those rows may wait past the bound and nothing-is-lost goes
-    /// either way. A breaker that keeps its batch through a long outage
-    /// holds its rows past the sweep's threshold while it is alive: the
-    /// sweep hands them on, and the waiting relay sends them too once its
-    /// breaker lets it. Such a row is sent by two live relays, or, when the
-    /// other relay's send was refused for good, sent again after a refusal
-    /// (chapter 5's rules): which rule sees it depends on timing (in CI,
-    /// once only the second).
+    /// either way.
     const WRONG_FIXES: &[(&str, &str)] = &[
         ("select-then-update", "PASS ? FAIL ? PASS ? ?"),
         ("lock-without-claim", "PASS ? FAIL ? PASS ? ?"),
@@ -208,7 +202,6 @@ mod on_postgres {
         ("dead-letter-too-soon", "PASS PASS PASS ? PASS FAIL ?"),
         ("lost-attempt-counted-twice", "PASS PASS PASS ? PASS FAIL ?"),
         ("open-too-briefly", "PASS PASS PASS ? PASS PASS FAIL"),
-        ("breaker-keeps-its-batch", "PASS ? ? ? PASS ? ?"),
         ("breaker-asked-once", "PASS PASS PASS ? PASS ? FAIL"),
         ("opens-when-nearly-all-fail", "PASS PASS PASS ? PASS ? FAIL"),
         ("counts-refusals", "PASS ? PASS ? PASS ? FAIL"),
