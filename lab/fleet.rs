@@ -168,6 +168,11 @@ pub fn now_us() -> i64 {
     ts.tv_sec * 1_000_000 + ts.tv_nsec / 1000
 }
 
+/// Now, in ms since the UNIX epoch, as [`now_us`] reads it.
+pub fn now_ms() -> u64 {
+    (now_us() / 1000) as u64
+}
+
 /// A case process's orders: which play, and its duty there.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Orders {

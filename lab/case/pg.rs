@@ -367,7 +367,7 @@ impl Email {
 
 /// Ms since the play's relays first started.
 fn play_ms(plan: &RelayPlan) -> u64 {
-    ((crate::fleet::now_us() / 1000) as u64).saturating_sub(plan.play_start_ms)
+    crate::fleet::now_ms().saturating_sub(plan.play_start_ms)
 }
 
 /// The case's relay: claims some rows, sends them, marks them; returns how
@@ -544,10 +544,8 @@ fn relay_loop(play: &str, plan: &RelayPlan, relay: RelayFn, sweep: SweepFn) -> R
             .get(0))
     };
 
-    let now_ms = (crate::fleet::now_us() / 1000) as u64;
-    if plan.start_at_ms > now_ms {
-        std::thread::sleep(Duration::from_millis(plan.start_at_ms - now_ms));
-    }
+    let wait = plan.start_at_ms.saturating_sub(crate::fleet::now_ms());
+    std::thread::sleep(Duration::from_millis(wait));
     let sweep_every = Duration::from_millis(plan.sweep_every_ms);
     let stale_after = Duration::from_millis(plan.stale_after_ms);
     let mut last_sweep: Option<Instant> = None;
