@@ -1,16 +1,17 @@
 //! Check 07: the circuit breaker.
 //!
-//! Plays the dispatcher over simulated time while one channel's provider is
-//! down: the chapter's batch (email down for 10 minutes, push working, a
-//! backlog at the start and a notification every 30 s), and seeded random
-//! batches with other outage windows (on either channel) and other mixes of
-//! rows. A long push outage with only three pushes waiting shows
-//! whether rows survive many probes; meanwhile email is quiet, and its one
-//! email fails once. A hang after a busy morning shows whether timeouts
-//! count and old successes fade; bounces and a few hiccups on a working
-//! channel show whether refusals, or failures that are no outage, open the
-//! breaker. The check judges what the world saw: which rows ended
-//! FAILED in the service's database, what each provider was sent and when.
+//! Plays the dispatcher over simulated time while a provider is down. The
+//! chapter's own worlds come first, each a [`World`] with a name: its batch
+//! (email down for 10 minutes, push working, a backlog at the start and a
+//! notification every 30 s); a long push outage with only three pushes
+//! waiting, which shows whether rows survive many probes, while email is
+//! quiet and its one email fails once; a hang after a busy morning, which
+//! shows whether timeouts count and old successes fade; and bounces and
+//! hiccups on a working channel, which show whether refusals, or failures
+//! that are no outage, open the breaker. The explorer then generates worlds
+//! of the same type from seeds, and plays them under faults. The check
+//! judges what the world saw: which rows ended FAILED in the service's
+//! database, what each provider was sent and when.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -33,9 +34,7 @@ use lab::scenario::{Plan, ProviderScript, Step};
 use lab::serve::Schedule;
 use lab::world::{Delivery, Kind, Outcome, Recorder};
 
-use super::dispatch_world::{
-    answered, provider, Addressed, Notice, Person, Script, NAMES, RETRY_GAPS,
-};
+use super::dispatch_world::{answered, provider, Addressed, Notice, Script, NAMES, RETRY_GAPS};
 
 pub const CHAPTER: Chapter = Chapter {
     number: 7,
@@ -105,514 +104,9 @@ const EVENTS: [&str; 5] = [
     "the book club",
 ];
 
-/// One notification the scenario expects to reach one person.
-#[derive(Clone, Debug)]
-struct Published {
-    at_ms: i64,
-    notice: Notice,
-    channel: &'static str,
-    recipient: String,
-}
-
-/// A run of the dispatcher: who is there, what happens when, and when which
-/// provider is down.
-struct Scenario {
-    /// `None` for the chapter's batch and the quiet channel.
-    seed: Option<u64>,
-    name: String,
-    people: Vec<Person>,
-    /// Every notification, in the order they are published.
-    published: Vec<Published>,
-    /// The channel whose provider has outages.
-    down: &'static str,
-    outages: Vec<(i64, i64)>,
-    /// Whether the outages are hangs: every send times out instead of
-    /// being answered 503.
-    hangs: bool,
-    /// Recipients whose first n attempts fail.
-    flaky: Vec<(String, u32)>,
-    /// Recipients the working provider refuses for good (a 4xx): their rows
-    /// are rightly dead-lettered at once, and nothing of theirs is expected.
-    rejected: Vec<String>,
-    /// Recipients whose first n attempts are answered 429 with a
-    /// `Retry-After` of [`RETRY_AFTER_S`]: the provider is up and asks for
-    /// less traffic, so no breaker counts them, and their rows wait.
-    limited: Vec<(String, u32)>,
-    until_ms: i64,
-    /// How many things have happened so far: numbers the texts.
-    happened: usize,
-}
-
-impl Scenario {
-    fn new(seed: Option<u64>, name: String, people: Vec<Person>, down: &'static str) -> Scenario {
-        Scenario {
-            seed,
-            name,
-            people,
-            published: Vec::new(),
-            down,
-            outages: Vec::new(),
-            hangs: false,
-            flaky: Vec::new(),
-            rejected: Vec::new(),
-            limited: Vec::new(),
-            until_ms: 0,
-            happened: 0,
-        }
-    }
-
-    /// Something happens at `at_ms` and `people` are told, one notice
-    /// each; everything that happens gets its own text, so no one is told
-    /// the same thing twice.
-    fn publish(&mut self, at_ms: i64, people: &[&Person]) {
-        let n = self.happened;
-        self.happened += 1;
-        let (kind, doing) = DOINGS[n % DOINGS.len()];
-        let text = format!(
-            "{} {doing} {}",
-            ACTORS[n % ACTORS.len()],
-            EVENTS[n % EVENTS.len()]
-        );
-        for person in people {
-            self.published.push(Published {
-                at_ms,
-                notice: Notice {
-                    person: person.id.clone(),
-                    kind: kind.to_string(),
-                    text: text.clone(),
-                },
-                channel: person.channel,
-                recipient: person.recipient(),
-            });
-        }
-    }
-
-    /// The chapter's batch: the email provider is down from 0:00 to 10:00.
-    /// At 0:00 two things happen that fourteen people hear about, ten by
-    /// email and four by push; then one person is told something every
-    /// 30 s, every third time by push.
-    fn chapter() -> Scenario {
-        let emails: Vec<Person> = NAMES[..10]
-            .iter()
-            .map(|n| Person::new(n, "email"))
-            .collect();
-        let pushes: Vec<Person> = NAMES[10..14]
-            .iter()
-            .map(|n| Person::new(n, "push"))
-            .collect();
-        let people: Vec<Person> = emails.iter().chain(&pushes).cloned().collect();
-        let mut s = Scenario::new(None, "the chapter's batch".into(), people.clone(), "email");
-        s.publish(0, &people.iter().collect::<Vec<_>>());
-        s.publish(0, &emails.iter().collect::<Vec<_>>());
-        for i in 1..20usize {
-            let person = match i % 3 {
-                0 => &pushes[(i / 3) % pushes.len()],
-                _ => &emails[i % emails.len()],
-            };
-            s.publish(i as i64 * 30 * SECOND, &[person]);
-        }
-        s.outages = vec![(0, 10 * MINUTE)];
-        s.until_ms = 10 * MINUTE + DRAIN;
-        s
-    }
-
-    /// The push provider is down for 8 minutes with only three pushes
-    /// waiting, while email is quiet: one email, at 1:00, whose first send
-    /// fails.
-    fn quiet() -> Scenario {
-        let ada = Person::new("ada", "email");
-        let pushes: Vec<Person> = NAMES[10..13]
-            .iter()
-            .map(|n| Person::new(n, "push"))
-            .collect();
-        let people = std::iter::once(ada.clone()).chain(pushes.clone()).collect();
-        let mut s = Scenario::new(None, "the long push outage".into(), people, "push");
-        s.publish(0, &pushes.iter().collect::<Vec<_>>());
-        s.publish(MINUTE, &[&ada]);
-        s.flaky = vec![(ada.recipient(), 1)];
-        s.outages = vec![(0, 8 * MINUTE)];
-        s.until_ms = 8 * MINUTE + DRAIN;
-        s
-    }
-
-    /// A busy morning, then a hang: four people get an email every 10 s
-    /// until 2:50, 72 sends that all go through. From 4:00 to 11:00 the
-    /// email provider stops answering: every send times out. At 4:00 eight
-    /// people by email and three by push are told something, then one
-    /// person every 30 s until 10:30, every third time by push.
-    fn hang() -> Scenario {
-        let busy: Vec<Person> = NAMES[..4].iter().map(|n| Person::new(n, "email")).collect();
-        let emails: Vec<Person> = NAMES[4..12]
-            .iter()
-            .map(|n| Person::new(n, "email"))
-            .collect();
-        let pushes: Vec<Person> = NAMES[12..15]
-            .iter()
-            .map(|n| Person::new(n, "push"))
-            .collect();
-        let people = busy.iter().chain(&emails).chain(&pushes).cloned().collect();
-        let mut s = Scenario::new(
-            None,
-            "the hang after a busy morning".into(),
-            people,
-            "email",
-        );
-        for i in 1..=17 {
-            s.publish(i * 10 * SECOND, &busy.iter().collect::<Vec<_>>());
-        }
-        let start = 4 * MINUTE;
-        let told: Vec<&Person> = emails.iter().chain(&pushes).collect();
-        s.publish(start, &told);
-        for i in 1..=13usize {
-            let person = match i % 3 {
-                0 => &pushes[(i / 3) % pushes.len()],
-                _ => &emails[i % emails.len()],
-            };
-            s.publish(start + i as i64 * 30 * SECOND, &[person]);
-        }
-        s.outages = vec![(start, 11 * MINUTE)];
-        s.hangs = true;
-        s.until_ms = 11 * MINUTE + DRAIN;
-        s
-    }
-
-    /// Bounces and hiccups on a channel that works: the push provider is
-    /// down from 0:00 to 4:00 with three pushes waiting. At 0:30 twelve
-    /// people are emailed, the first six at addresses that do not exist,
-    /// which the email provider refuses for good. At 1:50 three of the
-    /// other six are emailed again, and at 2:00 three more, whose first
-    /// sends fail once: three failures among six sends in a minute, exactly
-    /// half, which is not "more than half", in whatever order a dispatcher
-    /// sends a batch (the rules leave that free).
-    fn bounces() -> Scenario {
-        let emails: Vec<Person> = NAMES[..15]
-            .iter()
-            .map(|n| Person::new(n, "email"))
-            .collect();
-        let pushes: Vec<Person> = NAMES[15..18]
-            .iter()
-            .map(|n| Person::new(n, "push"))
-            .collect();
-        let people = emails.iter().chain(&pushes).cloned().collect();
-        let mut s = Scenario::new(None, "bounces and hiccups".into(), people, "push");
-        s.publish(0, &pushes.iter().collect::<Vec<_>>());
-        s.publish(30 * SECOND, &emails[..12].iter().collect::<Vec<_>>());
-        s.publish(110 * SECOND, &emails[6..9].iter().collect::<Vec<_>>());
-        s.publish(2 * MINUTE, &emails[12..].iter().collect::<Vec<_>>());
-        s.rejected = emails[..6].iter().map(Person::recipient).collect();
-        s.flaky = emails[12..].iter().map(|p| (p.recipient(), 1)).collect();
-        s.outages = vec![(0, 4 * MINUTE)];
-        s.until_ms = 4 * MINUTE + DRAIN;
-        s
-    }
-
-    /// A batch drawn from `seed`: either channel down, for 3 to 8 min from
-    /// somewhere in the first 3 min, a backlog of 12 to 24 rows on the
-    /// failing channel as it goes down, and before and during the outage,
-    /// one or two people told something every 15 to 45 s. On odd seeds the
-    /// outage is a hang. One seed in three draws a lull instead
-    /// ([`Scenario::lull`]); on another, a crowd on the working channel is
-    /// answered 429 at once ([`Scenario::rate_limit_crowd`]).
-    fn random(seed: u64) -> Scenario {
-        if seed.is_multiple_of(3) {
-            return Scenario::lull(seed);
-        }
-        let mut s = Scenario::outage(seed);
-        s.hangs = seed % 2 == 1;
-        match seed % 3 {
-            1 => s.down_again(seed),
-            _ => s.rate_limit_crowd(seed),
-        }
-        s
-    }
-
-    /// The failing channel goes down a second time, 2 to 4 minutes after
-    /// it came back, for 1 to 3 minutes, with a backlog of 5 to 8 rows of
-    /// its people landing as it goes down: a breaker that opened and closed
-    /// once must open, probe and close again.
-    fn down_again(&mut self, seed: u64) {
-        let mut rng = Rng::new(seed ^ 0x0707_2d0e);
-        let Some(&(_, first_end)) = self.outages.last() else {
-            return;
-        };
-        let start = first_end + rng.between(4, 8) as i64 * 30 * SECOND;
-        let end = start + rng.between(2, 6) as i64 * 30 * SECOND;
-        self.outages.push((start, end));
-        let on_down: Vec<Person> = self
-            .people
-            .iter()
-            .filter(|p| p.channel == self.down)
-            .cloned()
-            .collect();
-        let mut told: Vec<&Person> = on_down.iter().collect();
-        rng.shuffle(&mut told);
-        told.truncate(rng.between(5, 8) as usize);
-        self.publish(start, &told);
-        self.published.sort_by_key(|p| p.at_ms);
-        self.until_ms = self.until_ms.max(end + DRAIN);
-    }
-
-    /// A long outage over a small backlog: 4 to 7 rows on the failing
-    /// channel as it goes down, for 8 to 12 min, a 503 or a hang, and
-    /// nothing more for that channel until it is back, while the working
-    /// channel is told something every 15 to 45 s. The breaker's probes
-    /// come back to the same few rows again and again: a failed probe must
-    /// cost its row nothing, or the outage dead-letters them.
-    fn lull(seed: u64) -> Scenario {
-        let mut rng = Rng::new(seed ^ 0x0707_1011);
-        let (down, up) = match rng.between(0, 1) {
-            0 => ("email", "push"),
-            _ => ("push", "email"),
-        };
-        let mut names = NAMES.to_vec();
-        rng.shuffle(&mut names);
-        let failing = rng.between(4, 7) as usize;
-        let on_down: Vec<Person> = names[..failing]
-            .iter()
-            .map(|n| Person::new(n, down))
-            .collect();
-        let on_up: Vec<Person> = names[failing..failing + 3]
-            .iter()
-            .map(|n| Person::new(n, up))
-            .collect();
-        let people = on_down.iter().chain(&on_up).cloned().collect();
-        let name = format!("random lull (seed {seed})");
-        let mut s = Scenario::new(Some(seed), name, people, down);
-        s.hangs = seed % 2 == 1;
-        let start = rng.between(0, 3) as i64 * 30 * SECOND;
-        let end = start + rng.between(16, 24) as i64 * 30 * SECOND;
-        s.outages.push((start, end));
-        s.publish(start, &on_down.iter().collect::<Vec<_>>());
-        let mut at = start + rng.between(15, 45) as i64 * SECOND;
-        while at < end {
-            let person = rng.pick(&on_up);
-            s.publish(at, &[person]);
-            at += rng.between(15, 45) as i64 * SECOND;
-        }
-        s.until_ms = end + DRAIN;
-        s
-    }
-
-    /// More people on the working channel than it has sent to in the
-    /// minute before, and five to seven besides, told one thing at once
-    /// somewhere in the run, whose first attempt the provider answers 429;
-    /// two of its people with working addresses are told something within
-    /// the next 30 s. A provider that asks for less traffic is up: their
-    /// messages go out as usual, and the 429s wait their minute.
-    fn rate_limit_crowd(&mut self, seed: u64) {
-        let mut rng = Rng::new(seed ^ 0x0707_0429);
-        let up = match self.down {
-            "email" => "push",
-            _ => "email",
-        };
-        let working: Vec<Person> = self
-            .people
-            .iter()
-            .filter(|p| p.channel == up)
-            .cloned()
-            .collect();
-        let at = rng.between(1, 10) as i64 * 30 * SECOND;
-        let sent_before = self
-            .published
-            .iter()
-            .filter(|p| p.channel == up && (at - MINUTE..=at).contains(&p.at_ms))
-            .count();
-        let count = sent_before + rng.between(5, 7) as usize;
-        // Names of their own: the chapter's twenty are taken.
-        let crowd: Vec<Person> = (0..count)
-            .map(|k| {
-                Person::new(
-                    &format!("{}{}", NAMES[k % NAMES.len()], 2 + k / NAMES.len()),
-                    up,
-                )
-            })
-            .collect();
-        self.limited = crowd.iter().map(|p| (p.recipient(), 1)).collect();
-        self.publish(at, &crowd.iter().collect::<Vec<_>>());
-        for (k, person) in working.iter().take(2).enumerate() {
-            self.publish(at + (10 + 10 * k as i64) * SECOND, &[person]);
-        }
-        self.people.extend(crowd);
-        self.published.sort_by_key(|p| p.at_ms);
-        self.until_ms = self.until_ms.max(at + DRAIN);
-    }
-
-    fn outage(seed: u64) -> Scenario {
-        let mut rng = Rng::new(seed);
-        let (down, up) = match rng.between(0, 1) {
-            0 => ("email", "push"),
-            _ => ("push", "email"),
-        };
-        let mut names = NAMES.to_vec();
-        rng.shuffle(&mut names);
-        let failing = rng.between(6, 10) as usize;
-        let working = rng.between(3, 5) as usize;
-        let on_down: Vec<Person> = names[..failing]
-            .iter()
-            .map(|n| Person::new(n, down))
-            .collect();
-        let on_up: Vec<Person> = names[failing..failing + working]
-            .iter()
-            .map(|n| Person::new(n, up))
-            .collect();
-        let people = on_down.iter().chain(&on_up).cloned().collect();
-        let name = format!("random batch (seed {seed})");
-        let mut s = Scenario::new(Some(seed), name, people, down);
-        let start = rng.between(0, 6) as i64 * 30 * SECOND;
-        let end = start + rng.between(6, 16) as i64 * 30 * SECOND;
-        s.outages.push((start, end));
-        let gap = |rng: &mut Rng| rng.between(15, 45) as i64 * SECOND;
-        let mut at = gap(&mut rng);
-        while at < start {
-            s.trickle(&mut rng, at, &on_down, &on_up);
-            at += gap(&mut rng);
-        }
-        // The backlog lands as the outage begins.
-        let backlog = rng.between(12, 24) as usize;
-        let mut queued = 0;
-        while queued < backlog {
-            let mut told: Vec<&Person> = on_down.iter().collect();
-            rng.shuffle(&mut told);
-            told.truncate(rng.between(3, failing as u64) as usize);
-            queued += told.len();
-            let mut others: Vec<&Person> = on_up.iter().collect();
-            rng.shuffle(&mut others);
-            told.extend(&others[..rng.between(0, 2) as usize]);
-            s.publish(start, &told);
-        }
-        let mut at = start + gap(&mut rng);
-        while at < end {
-            s.trickle(&mut rng, at, &on_down, &on_up);
-            at += gap(&mut rng);
-        }
-        s.until_ms = end + DRAIN;
-        s
-    }
-
-    /// One or two people hear about something, on the failing channel two
-    /// times in three.
-    fn trickle(&mut self, rng: &mut Rng, at: i64, on_down: &[Person], on_up: &[Person]) {
-        let mut told = Vec::new();
-        for _ in 0..rng.between(1, 2) {
-            let person = match rng.between(0, 2) {
-                0 => rng.pick(on_up),
-                _ => rng.pick(on_down),
-            };
-            if !told.iter().any(|p: &&Person| p.id == person.id) {
-                told.push(person);
-            }
-        }
-        self.publish(at, &told);
-    }
-
-    fn fixture(&self) -> Vec<String> {
-        let mut sql = String::from("BEGIN;\n");
-        for p in &self.people {
-            let device = match p.channel {
-                "push" => format!("'{}'", p.device()),
-                _ => "NULL".to_string(),
-            };
-            sql.push_str(&format!(
-                "INSERT INTO people (id, email, device, channel) VALUES ('{}', '{}', {device}, '{}');\n",
-                p.id,
-                p.email(),
-                p.channel
-            ));
-        }
-        sql.push_str("COMMIT;");
-        vec![sql]
-    }
-
-    /// The dispatcher every 2 s and the sweep every minute, from the clock's
-    /// time until `until_ms`.
-    fn schedule(until_ms: i64) -> Step {
-        Schedule::of(until_ms, &[("dispatch", TICK), ("sweep", SWEEP)])
-    }
-
-    fn plan(&self, dir: &Path) -> Plan {
-        let mut steps = Vec::new();
-        let mut at = None;
-        for p in &self.published {
-            if at != Some(p.at_ms) {
-                steps.push(Scenario::schedule(p.at_ms));
-                at = Some(p.at_ms);
-            }
-            steps.push(Step::with("publish", &p.notice, &p.recipient));
-        }
-        steps.push(Scenario::schedule(self.until_ms));
-        let script = |channel: &str| {
-            let windows = match channel == self.down {
-                true => self.outages.clone(),
-                false => Vec::new(),
-            };
-            let (outages, hangs) = match self.hangs {
-                true => (Vec::new(), windows),
-                false => (windows, Vec::new()),
-            };
-            ProviderScript {
-                outages,
-                hangs,
-                flaky: self.flaky.clone(),
-                rejected: self.rejected.clone(),
-                rate_limited: self
-                    .limited
-                    .iter()
-                    .map(|(r, n)| (r.clone(), *n, RETRY_AFTER_S))
-                    .collect(),
-                ..ProviderScript::default()
-            }
-        };
-        Plan {
-            dir: dir.to_path_buf(),
-            process: 1,
-            fixture: self.fixture(),
-            steps,
-            fault: None,
-            provider: script("email"),
-            push: script("push"),
-            seed: self.seed.unwrap_or(0),
-            ..Plan::default()
-        }
-    }
-
-    /// The notifications that should reach their person: all but those
-    /// to a recipient the provider refuses.
-    fn expected(&self) -> impl Iterator<Item = &Published> {
-        self.published
-            .iter()
-            .filter(|p| !self.rejected.contains(&p.recipient))
-    }
-
-    fn is_down(&self, at_ms: i64) -> bool {
-        self.outages
-            .iter()
-            .any(|&(from, to)| (from..to).contains(&at_ms))
-    }
-
-    /// "the email provider is down from 0:00 to 10:00"
-    fn outage_story(&self) -> String {
-        let windows: Vec<String> = self
-            .outages
-            .iter()
-            .map(|&(from, to)| format!("from {} to {}", clock(from), clock(to)))
-            .collect();
-        match self.hangs {
-            true => format!(
-                "the {} provider hangs {}, every send timing out",
-                self.down,
-                windows.join(" and ")
-            ),
-            false => format!(
-                "the {} provider is down {}",
-                self.down,
-                windows.join(" and ")
-            ),
-        }
-    }
-}
-
-/// What one scenario left behind.
+/// What one world left behind.
 struct Played {
+    world: World,
     exit: Exit,
     history: History,
     rows: Vec<Queued>,
@@ -625,16 +119,18 @@ impl Played {
         (self.exit != Exit::Finished).then(|| format!("the case {}", self.exit.describe()))
     }
 
-    /// Every attempt at delivering `p`, in order.
-    fn attempts<'a>(&'a self, p: &'a Published) -> impl Iterator<Item = &'a Delivery> {
+    /// Every attempt at delivering `t`, in order.
+    fn attempts<'a>(&'a self, t: &'a Told) -> impl Iterator<Item = &'a Delivery> {
+        let p = &self.world.people[t.who];
+        let recipient = p.recipient();
         self.history
             .attempts(p.channel)
-            .filter(move |d| d.recipient == p.recipient && d.body == p.notice.text)
+            .filter(move |d| d.recipient == recipient && d.body == t.text)
     }
 
-    /// When `p` first reached its person, if it did.
-    fn delivered_at(&self, p: &Published) -> Option<i64> {
-        self.attempts(p)
+    /// When `t` first reached its person, if it did.
+    fn delivered_at(&self, t: &Told) -> Option<i64> {
+        self.attempts(t)
             .find(|d| d.outcome == Outcome::Delivered)
             .map(|d| d.at_ms)
     }
@@ -643,6 +139,16 @@ impl Played {
     fn dead_letters(&self) -> Vec<&Queued> {
         self.rows.iter().filter(|r| r.status == "FAILED").collect()
     }
+
+    /// A finding in this world: what the rule saw, and its details.
+    fn finding(&self, evidence: String, details: Vec<String>) -> Box<Finding> {
+        Box::new(Finding {
+            evidence,
+            scenario: self.world.scene(),
+            details,
+            ..Default::default()
+        })
+    }
 }
 
 /// Half an hour of simulated time costs a case process a fraction of a
@@ -650,13 +156,15 @@ impl Played {
 /// hung only after this long, or after `--timeout` if that is longer.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-fn play(case: &Case, scenario: &Scenario) -> Result<Played> {
+fn play(case: &Case, world: &World) -> Result<Played> {
     let dir = scenario_dir()?;
     let case = case.patient(PATIENCE);
-    let exit = case.start(&scenario.plan(dir.path()))?;
+    let exits = case.start_in_turn(&world.plans(dir.path()))?;
+    let exit = exits.into_iter().last().unwrap_or(Exit::Finished);
     let history = History::read(dir.path())?;
     let rows = read_ledger(dir.path(), &history)?;
     Ok(Played {
+        world: world.clone(),
         exit,
         history,
         rows,
@@ -665,17 +173,18 @@ fn play(case: &Case, scenario: &Scenario) -> Result<Played> {
 
 /// `notify run 7`: the chapter's batch, told as a story.
 fn run(case: &Case) -> Result<String> {
-    let s = Scenario::chapter();
-    let played = play(case, &s)?;
+    let played = play(case, &World::chapter())?;
+    let w = &played.world;
+    let told = w.told();
     let mut out = format!(
         "{}; push keeps working\n\
          {} notifications for {} people: {} at 0:00, then one every 30 s until 9:30\n\
          the dispatcher wakes every 2 s and retries a failed send after 5 s, 30 s and 5 min\n\n\
          {:<9}{:>6}{:>11}{:>15}{:>18}\n",
-        s.outage_story(),
-        s.published.len(),
-        s.people.len(),
-        s.published.iter().filter(|p| p.at_ms == 0).count(),
+        w.outage_story(),
+        told.len(),
+        w.people.len(),
+        told.iter().filter(|t| t.at == 0).count(),
         "",
         "rows",
         "delivered",
@@ -683,25 +192,24 @@ fn run(case: &Case) -> Result<String> {
         "sends while down",
     );
     for channel in ["email", "push"] {
-        let rows: Vec<&Published> = s
-            .published
+        let rows: Vec<&&Told> = told
             .iter()
-            .filter(|p| p.channel == channel)
+            .filter(|t| w.people[t.who].channel == channel)
             .collect();
         let delivered = rows
             .iter()
-            .filter(|p| played.delivered_at(p).is_some())
+            .filter(|t| played.delivered_at(t).is_some())
             .count();
         let dead = played
             .dead_letters()
             .iter()
             .filter(|r| r.channel == channel)
             .count();
-        let sends = match channel == s.down {
+        let sends = match channel == w.down() {
             true => played
                 .history
                 .attempts(channel)
-                .filter(|d| s.is_down(d.at_ms))
+                .filter(|d| w.is_down(channel, d.at_ms))
                 .count()
                 .to_string(),
             false => "-".to_string(),
@@ -718,24 +226,24 @@ fn run(case: &Case) -> Result<String> {
             dead.len()
         ));
         for row in dead.iter().take(5) {
-            out.push_str(&format!("  {}\n", dead_letter(&s, &played, row)));
+            out.push_str(&format!("  {}\n", dead_letter(&played, row)));
         }
         if dead.len() > 5 {
             out.push_str(&format!("  ... and {} more\n", dead.len() - 5));
         }
     }
-    let late = s
-        .published
+    let late = told
         .iter()
-        .filter_map(|p| played.delivered_at(p).map(|at| (at, p)))
-        .filter(|(at, p)| *at - p.at_ms > HEALTHY_WITHIN)
+        .filter_map(|t| played.delivered_at(t).map(|at| (at, t)))
+        .filter(|(at, t)| *at - t.at > HEALTHY_WITHIN)
         .max_by_key(|(at, _)| *at);
-    if let Some((at, p)) = late {
+    let back = w.back();
+    if let Some((at, t)) = late {
         out.push_str(&format!(
             "\nthe last {} waiting went out at {}, {} after the provider came back\n",
-            p.channel,
+            w.people[t.who].channel,
             clock(at),
-            span(at - s.outages[0].1)
+            span(at - back)
         ));
     }
     if let Some(trouble) = played.trouble() {
@@ -745,13 +253,14 @@ fn run(case: &Case) -> Result<String> {
 }
 
 /// "ada@example.com  Sam commented on the picnic  tried at 0:00, 0:06, 0:36, 5:36"
-fn dead_letter(s: &Scenario, played: &Played, row: &Queued) -> String {
+fn dead_letter(played: &Played, row: &Queued) -> String {
     let times: Vec<String> = played
         .history
         .attempts(&row.channel)
         .filter(|d| d.recipient == row.recipient && d.body == row.body)
         .map(|d| {
-            let mark = if s.is_down(d.at_ms) { "" } else { " (up)" };
+            let down = played.world.is_down(&row.channel, d.at_ms);
+            let mark = if down { "" } else { " (up)" };
             format!("{}{mark}", clock(d.at_ms))
         })
         .collect();
@@ -763,35 +272,29 @@ fn dead_letter(s: &Scenario, played: &Played, row: &Queued) -> String {
     )
 }
 
-fn trouble_finding(s: &Scenario, played: &Played) -> Option<Finding> {
-    played.trouble().map(|trouble| Finding {
-        evidence: trouble.clone(),
-        scenario: format!("{}: {}:", s.name, s.outage_story()),
-        details: vec![format!("{trouble}.")],
-        seed: s.seed,
-        ..Default::default()
-    })
+/// The chapter's worlds, played as they are: its batch, the long push
+/// outage, the hang and the bounces.
+fn named() -> [World; 4] {
+    [
+        World::chapter(),
+        World::quiet(),
+        World::hang(),
+        World::bounces(),
+    ]
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
-    let mut scenarios = vec![
-        Scenario::chapter(),
-        Scenario::quiet(),
-        Scenario::hang(),
-        Scenario::bounces(),
-    ];
-    scenarios.extend(options.seeds.iter().map(|&seed| Scenario::random(seed)));
-    let played: Vec<Played> = in_parallel(&scenarios, |s| play(case, s))
+    let worlds = named();
+    let played: Vec<Played> = in_parallel(&worlds, |w| play(case, w))
         .into_iter()
         .collect::<Result<_>>()?;
-    let quiet = (&scenarios[1], &played[1]);
-    let outages: Vec<(&Scenario, &Played)> = scenarios.iter().zip(&played).collect();
+    let quiet = &played[1..2];
     let mut verdicts = vec![
-        judge(NOT_DEAD, &outages, not_dead),
-        judge(DELIVERED, &outages, delivered),
-        judge(FEW_ATTEMPTS, &outages, few_attempts),
-        judge(HEALTHY, &outages, healthy),
-        judge(LONE, &[quiet], lone),
+        judge(NOT_DEAD, &played, not_dead),
+        judge(DELIVERED, &played, delivered),
+        judge(FEW_ATTEMPTS, &played, few_attempts),
+        judge(HEALTHY, &played, healthy),
+        judge(LONE, quiet, lone),
     ];
     let reference = options.reference.as_ref().map(|r| r.patient(PATIENCE));
     // Chapter 6's races spend their time asleep: they run beside the
@@ -840,105 +343,97 @@ fn followed(mut verdict: Verdict) -> Verdict {
     verdict
 }
 
-/// Judges one property over the scenarios in order: the first that breaks
+/// What a rule says of one played world: its evidence, or the finding
+/// that breaks it.
+type Judged = std::result::Result<String, Box<Finding>>;
+
+/// Judges one property over the worlds in order: the first that breaks
 /// it names the failure; if none does, the chapter's batch gives the evidence.
-fn judge(
-    property: &str,
-    scenarios: &[(&Scenario, &Played)],
-    rule: fn(&Scenario, &Played) -> std::result::Result<String, Box<Finding>>,
-) -> Verdict {
+fn judge(property: &str, played: &[Played], rule: fn(&Played) -> Judged) -> Verdict {
     let mut evidence = None;
-    let finding = scenarios.iter().find_map(|&(s, played)| {
-        let finding = match trouble_finding(s, played) {
-            Some(f) => f,
-            None => match rule(s, played) {
+    let finding = played.iter().find_map(|played| {
+        let finding = match played.trouble() {
+            Some(trouble) => played.finding(trouble.clone(), vec![format!("{trouble}.")]),
+            None => match rule(played) {
                 Ok(e) => {
                     evidence.get_or_insert(e);
                     return None;
                 }
-                Err(f) => *f,
+                Err(f) => f,
             },
         };
         Some(Finding {
             story: played.history.events.clone(),
-            ..finding
+            ..*finding
         })
     });
     report::judge(property, evidence.unwrap_or_default(), finding)
 }
 
-fn not_dead(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
+/// The first three of `lines`, and how many more there are.
+fn first_three(lines: impl ExactSizeIterator<Item = String>) -> Vec<String> {
+    let more = lines.len().saturating_sub(3);
+    let mut details: Vec<String> = lines.take(3).collect();
+    if more > 0 {
+        details.push(format!("... and {more} more"));
+    }
+    details
+}
+
+fn not_dead(played: &Played) -> Judged {
     // A row the provider refused for good is rightly dead-lettered.
+    let w = &played.world;
+    let refused = |r: &&Queued| {
+        w.people
+            .iter()
+            .any(|p| p.script == Script::Refused && p.recipient() == r.recipient)
+    };
     let dead: Vec<&Queued> = played
         .dead_letters()
         .into_iter()
-        .filter(|r| !s.rejected.contains(&r.recipient))
+        .filter(|r| !refused(r))
         .collect();
+    let tally = format!("{} of {} rows", dead.len(), played.rows.len());
     if dead.is_empty() {
-        return Ok(format!("0 of {} rows", played.rows.len()));
+        return Ok(tally);
     }
-    let mut details: Vec<String> = dead
-        .iter()
-        .take(3)
-        .map(|row| dead_letter(s, played, row))
-        .collect();
-    if dead.len() > 3 {
-        details.push(format!("... and {} more", dead.len() - 3));
-    }
-    Err(Box::new(Finding {
-        evidence: format!("{} of {} rows", dead.len(), played.rows.len()),
-        scenario: format!("{}: {}:", s.name, s.outage_story()),
-        details,
-        seed: s.seed,
-        ..Default::default()
-    }))
+    let details = first_three(dead.iter().map(|row| dead_letter(played, row)));
+    Err(played.finding(tally, details))
 }
 
-fn delivered(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
-    let lost: Vec<&Published> = s
+fn delivered(played: &Played) -> Judged {
+    let w = &played.world;
+    let lost: Vec<&Told> = w
         .expected()
-        .filter(|p| played.delivered_at(p).is_none())
+        .filter(|t| played.delivered_at(t).is_none())
         .collect();
-    let total = s.expected().count();
+    let total = w.expected().count();
     let tally = format!("{} of {total} delivered", total - lost.len());
     if lost.is_empty() {
         return Ok(tally);
     }
-    let end = s.outages.last().map(|o| o.1).unwrap_or(0);
-    let mut details: Vec<String> = lost
-        .iter()
-        .take(3)
-        .map(|p| {
-            let status = played
-                .rows
-                .iter()
-                .find(|r| r.recipient == p.recipient && r.body == p.notice.text)
-                .map(|r| r.status.as_str())
-                .unwrap_or("no outbox row");
-            format!(
-                "{}: \"{}\" was never delivered ({status} at {})",
-                p.recipient,
-                p.notice.text,
-                clock(s.until_ms)
-            )
-        })
-        .collect();
-    if lost.len() > 3 {
-        details.push(format!("... and {} more", lost.len() - 3));
-    }
+    let back = w.back();
+    let mut details = first_three(lost.iter().map(|t| {
+        let recipient = w.people[t.who].recipient();
+        let status = played
+            .rows
+            .iter()
+            .find(|r| r.recipient == recipient && r.body == t.text)
+            .map(|r| r.status.as_str())
+            .unwrap_or("no outbox row");
+        format!(
+            "{recipient}: \"{}\" was never delivered ({status} at {})",
+            t.text,
+            clock(w.end)
+        )
+    }));
     details.push(format!(
         "the {} provider was back at {}; the dispatcher ran on for {}.",
-        s.down,
-        clock(end),
-        span(s.until_ms - end)
+        w.down(),
+        clock(back),
+        span(w.end - back)
     ));
-    Err(Box::new(Finding {
-        evidence: tally,
-        scenario: format!("{}: {}:", s.name, s.outage_story()),
-        details,
-        seed: s.seed,
-        ..Default::default()
-    }))
+    Err(played.finding(tally, details))
 }
 
 /// The most sends an outage from `from` to `to` may see.
@@ -946,12 +441,13 @@ fn bound(from: i64, to: i64) -> usize {
     ((to - from + PROBE_EVERY - 1) / PROBE_EVERY) as usize + EDGE_SLACK
 }
 
-fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
+fn few_attempts(played: &Played) -> Judged {
     let mut evidence = Vec::new();
-    for &(from, to) in &s.outages {
+    for t in played.world.troubles() {
+        let (from, to) = (t.from, t.to);
         let sends: Vec<i64> = played
             .history
-            .attempts(s.down)
+            .attempts(t.channel)
             .filter(|d| (from..to).contains(&d.at_ms))
             .map(|d| d.at_ms)
             .collect();
@@ -963,44 +459,41 @@ fn few_attempts(s: &Scenario, played: &Played) -> std::result::Result<String, Bo
         );
         if sends.len() > most {
             let first_minute = sends.iter().filter(|&&t| t < from + MINUTE).count();
-            return Err(Box::new(Finding {
-                evidence: tally,
-                scenario: format!("{}: {}:", s.name, s.outage_story()),
-                details: vec![
-                    format!(
-                        "the dispatcher tried the {} provider {} times while it was down from {} to {}; {} of them in the first minute.",
-                        s.down,
-                        sends.len(),
-                        clock(from),
-                        clock(to),
-                        first_minute
-                    ),
-                    format!(
-                        "one probe every 30 s makes {}; {EDGE_SLACK} more are allowed for the sends that find it down before the breaker opens.",
-                        most - EDGE_SLACK
-                    ),
-                ],
-                seed: s.seed,
-                ..Default::default()
-            }));
+            return Err(played.finding(tally, vec![
+                format!(
+                    "the dispatcher tried the {} provider {} times while it was down from {} to {}; {} of them in the first minute.",
+                    t.channel,
+                    sends.len(),
+                    clock(from),
+                    clock(to),
+                    first_minute
+                ),
+                format!(
+                    "one probe every 30 s makes {}; {EDGE_SLACK} more are allowed for the sends that find it down before the breaker opens.",
+                    most - EDGE_SLACK
+                ),
+            ]));
         }
         evidence.push(tally);
     }
     Ok(evidence.join("; "))
 }
 
-fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
+fn healthy(played: &Played) -> Judged {
     // A row the provider answered 429 waits the minute it asked for.
-    let working: Vec<&Published> = s
+    let w = &played.world;
+    let down = w.down();
+    let limited = |t: &Told| matches!(w.people[t.who].script, Script::Limited(_));
+    let working: Vec<&Told> = w
         .expected()
-        .filter(|p| p.channel != s.down && !s.limited.iter().any(|(r, _)| *r == p.recipient))
+        .filter(|t| w.people[t.who].channel != down && !limited(t))
         .collect();
-    let up = working.first().map(|p| p.channel).unwrap_or("push");
-    let waits: Vec<(&Published, Option<i64>)> = working
+    let up = working.first().map_or("push", |t| w.people[t.who].channel);
+    let waits: Vec<(&Told, Option<i64>)> = working
         .iter()
-        .map(|p| (*p, played.delivered_at(p).map(|at| at - p.at_ms)))
+        .map(|t| (*t, played.delivered_at(t).map(|at| at - t.at)))
         .collect();
-    let late: Vec<&(&Published, Option<i64>)> = waits
+    let late: Vec<&(&Told, Option<i64>)> = waits
         .iter()
         .filter(|(_, wait)| wait.is_none_or(|w| w > HEALTHY_WITHIN))
         .collect();
@@ -1014,108 +507,79 @@ fn healthy(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Fin
     if late.is_empty() {
         return Ok(tally);
     }
-    let mut details: Vec<String> = late
-        .iter()
-        .take(3)
-        .map(|(p, wait)| match wait {
-            Some(w) => format!(
-                "{}: \"{}\" published at {}, delivered at {} ({} later)",
-                p.recipient,
-                p.notice.text,
-                clock(p.at_ms),
-                clock(p.at_ms + w),
-                span(*w)
+    let mut details = first_three(late.iter().map(|(t, wait)| {
+        let recipient = w.people[t.who].recipient();
+        let published = clock(t.at);
+        match wait {
+            Some(wait) => format!(
+                "{recipient}: \"{}\" published at {published}, delivered at {} ({} later)",
+                t.text,
+                clock(t.at + wait),
+                span(*wait)
             ),
             None => format!(
-                "{}: \"{}\" published at {}, never delivered",
-                p.recipient,
-                p.notice.text,
-                clock(p.at_ms)
+                "{recipient}: \"{}\" published at {published}, never delivered",
+                t.text
             ),
-        })
-        .collect();
-    if late.len() > 3 {
-        details.push(format!("... and {} more", late.len() - 3));
-    }
+        }
+    }));
     details.push(format!(
-        "the {up} provider worked throughout: only the {} provider was down.",
-        s.down
+        "the {up} provider worked throughout: only the {down} provider was down."
     ));
-    if let Some(first) = s
-        .published
-        .iter()
-        .find(|p| s.limited.iter().any(|(r, _)| *r == p.recipient))
-    {
-        details.push(format!(
-            "{} people on {up} were answered 429 at {}: a provider that asks for less traffic is up, and a 429 is no failure of its.",
-            s.limited.len(),
-            clock(first.at_ms)
-        ));
-    }
-    Err(Box::new(Finding {
-        evidence: tally,
-        scenario: format!("{}: {}:", s.name, s.outage_story()),
-        details,
-        seed: s.seed,
-        ..Default::default()
-    }))
+    Err(played.finding(tally, details))
 }
 
-fn lone(s: &Scenario, played: &Played) -> std::result::Result<String, Box<Finding>> {
+fn lone(played: &Played) -> Judged {
+    let w = &played.world;
     let mut gaps = Vec::new();
-    let flaky = s
-        .published
+    let told = w.told();
+    let flaky = told
         .iter()
-        .filter(|p| s.flaky.iter().any(|(r, _)| *r == p.recipient));
-    for p in flaky {
-        let times: Vec<i64> = played.attempts(p).map(|d| d.at_ms).collect();
+        .filter(|t| matches!(w.people[t.who].script, Script::Flaky(_)));
+    for t in flaky {
+        let p = &w.people[t.who];
+        let (recipient, channel) = (p.recipient(), p.channel);
+        let times: Vec<i64> = played.attempts(t).map(|d| d.at_ms).collect();
         let gap = match times.as_slice() {
             [first, second, ..] => Some(second - first),
             _ => None,
         };
-        match gap {
-            Some(g) if (RETRY_AFTER..=RETRY_WITHIN).contains(&g) => gaps.push(g),
-            _ => {
-                let what = match (gap, times.first()) {
-                    (Some(g), Some(&first)) => format!(
-                        "{}: its first {} failed at {}, the retry came {} later, at {}.",
-                        p.recipient,
-                        p.channel,
-                        clock(first),
-                        span(g),
-                        clock(first + g)
-                    ),
-                    (_, Some(&first)) => format!(
-                        "{}: its first {} failed at {} and was never retried.",
-                        p.recipient,
-                        p.channel,
-                        clock(first)
-                    ),
-                    _ => format!("{}: its {} was never sent.", p.recipient, p.channel),
-                };
-                return Err(Box::new(Finding {
-                    evidence: match gap {
-                        Some(g) => format!("retried after {}", span(g)),
-                        None => "never retried".to_string(),
-                    },
-                    scenario: format!(
-                        "{}: one {} at {}, failing once, on a quiet channel that works:",
-                        s.name,
-                        p.channel,
-                        clock(p.at_ms)
-                    ),
-                    details: vec![
-                        what,
-                        format!(
-                            "one failure out of one send is not an outage: the row should be retried after 5 s, within {}.",
-                            span(RETRY_WITHIN)
-                        ),
-                    ],
-                    seed: s.seed,
-                    ..Default::default()
-                }));
-            }
+        if let Some(g) = gap.filter(|g| (RETRY_AFTER..=RETRY_WITHIN).contains(g)) {
+            gaps.push(g);
+            continue;
         }
+        let what = match (gap, times.first()) {
+            (Some(g), Some(&first)) => format!(
+                "{recipient}: its first {channel} failed at {}, the retry came {} later, at {}.",
+                clock(first),
+                span(g),
+                clock(first + g)
+            ),
+            (_, Some(&first)) => format!(
+                "{recipient}: its first {channel} failed at {} and was never retried.",
+                clock(first)
+            ),
+            _ => format!("{recipient}: its {channel} was never sent."),
+        };
+        return Err(Box::new(Finding {
+            evidence: match gap {
+                Some(g) => format!("retried after {}", span(g)),
+                None => "never retried".to_string(),
+            },
+            scenario: format!(
+                "{}: one {channel} at {}, failing once, on a quiet channel that works:",
+                w.name.unwrap_or("a world"),
+                clock(t.at)
+            ),
+            details: vec![
+                what,
+                format!(
+                    "one failure out of one send is not an outage: the row should be retried after 5 s, within {}.",
+                    span(RETRY_WITHIN)
+                ),
+            ],
+            ..Default::default()
+        }));
     }
     let longest = gaps.iter().max().copied().unwrap_or(0);
     Ok(format!("retried within {}", span(longest)))
@@ -1176,12 +640,6 @@ struct Someone {
     script: Script,
 }
 
-impl Someone {
-    fn person(&self) -> Person {
-        Person::new(&self.name, self.channel)
-    }
-}
-
 impl Addressed for Someone {
     fn name(&self) -> &str {
         &self.name
@@ -1233,6 +691,9 @@ impl Stretch {
 #[derive(Clone, Debug, Serialize)]
 struct World {
     seed: u64,
+    /// The chapter's name for one of its own worlds; none for a
+    /// generated one.
+    name: Option<&'static str>,
     people: Vec<Someone>,
     stretches: Vec<Stretch>,
     /// A deploy: the dispatcher stops here and a new process carries on.
@@ -1251,7 +712,8 @@ const QUIET_BEFORE: i64 = 75 * SECOND;
 /// restarts during it. (A restart begins with closed breakers, whose new
 /// openings cost rows attempts; with one restart more, in a long outage, a
 /// correct dispatcher could rightly dead-letter a row that the fault-free
-/// run delivered. The chapter's own scenarios have the long outages.)
+/// run delivered. The chapter's own worlds have the long outages, and so
+/// does a generated lull, which comes after any deploy.)
 const LONGEST_TROUBLE: i64 = 4 * MINUTE + 30 * SECOND;
 /// Troubles of one channel are at least this far apart, so that the drain
 /// after one has left every breaker's window before the next begins.
@@ -1362,6 +824,7 @@ impl World {
         }
         let mut world = World {
             seed,
+            name: None,
             people,
             stretches: Vec::new(),
             deploy_at: None,
@@ -1847,6 +1310,38 @@ impl World {
                 });
             }
         }
+        // One world in four ends with a lull: a trouble of 8 to 12 minutes
+        // on one channel, a 503 or a hang, over a backlog of 4 to 7 rows and
+        // nothing more on that channel until it is back. The breaker's
+        // probes come back to the same few rows again and again, so a failed
+        // probe must cost its row nothing, or the lull dead-letters them.
+        // It comes once everything else has settled, after any deploy: a
+        // restart inside it begins with a closed breaker whose sends cost
+        // rows attempts, and one restart more than a fault could rightly
+        // spend a row's last. Drawn from a stream of its own.
+        let mut lull = Rng::new(seed ^ 0x0707_1011_5eed);
+        if lull.between(0, 3) == 0 {
+            let channel = *lull.pick(&["email", "push"]);
+            let from = world.settled_by() + lull.between(0, 60) as i64 * SECOND;
+            let trouble = Trouble {
+                channel,
+                from,
+                to: from + lull.between(16, 24) as i64 * PROBE_EVERY,
+                hang: lull.between(0, 1) == 0,
+            };
+            let pool = crowd(&world, channel, !trouble.hang);
+            let told = (0..lull.between(4, 7))
+                .map(|_| Told {
+                    at: from,
+                    who: *lull.pick(&pool),
+                    text: text(),
+                })
+                .collect();
+            world.stretches.push(Stretch {
+                trouble: Some(trouble),
+                told,
+            });
+        }
         // One world in six ends with a poison message (chapter 6):
         // every send of it past its first 429s, if it meets any, kills the
         // dispatcher sending it, and only the sweep moves it on, counting each lost attempt,
@@ -2071,7 +1566,7 @@ impl World {
             }
             if at != Some(told.at) {
                 if told.at > from {
-                    steps.push(Scenario::schedule(told.at));
+                    steps.push(schedule(told.at));
                 }
                 at = Some(told.at);
             }
@@ -2083,7 +1578,7 @@ impl World {
             };
             steps.push(Step::with("publish", &notice, &self.subject(told)));
         }
-        steps.push(Scenario::schedule(to));
+        steps.push(schedule(to));
         steps
     }
 
@@ -2101,16 +1596,233 @@ impl World {
             seed: self.seed,
             ..Plan::default()
         };
-        let people: Vec<Person> = self.people.iter().map(Someone::person).collect();
-        let fixture = Scenario::new(None, String::new(), people, "email").fixture();
         let mut first = plan(1, self.steps(0, cut));
-        first.fixture = fixture;
+        first.fixture = self.people.iter().map(Addressed::fixture).collect();
         let mut plans = vec![first];
         if cut < end {
             plans.push(plan(2, self.steps(cut, end)));
         }
         plans
     }
+}
+
+/// What the `n`-th thing that happens in a story is: "Sam commented on
+/// the picnic". Everything that happens gets a text of its own, so no one
+/// is told the same thing twice.
+fn happening(n: usize) -> String {
+    let (_, doing) = DOINGS[n % DOINGS.len()];
+    format!(
+        "{} {doing} {}",
+        ACTORS[n % ACTORS.len()],
+        EVENTS[n % EVENTS.len()]
+    )
+}
+
+/// `names` on `channel`, their addresses treated as `script` says.
+fn people(names: &[&str], channel: &'static str, script: Script) -> Vec<Someone> {
+    names
+        .iter()
+        .map(|name| Someone {
+            name: name.to_string(),
+            channel,
+            script,
+        })
+        .collect()
+}
+
+/// The chapter's own worlds: one trouble of one provider, the people they
+/// name, told what happens in the order the chapter tells it. Each is a
+/// [`World`] like the generated ones, with a name and an end of its own.
+impl World {
+    /// A named world with `people`, whose `channel` provider is in trouble
+    /// from `from` to `to`, that runs until [`DRAIN`] after.
+    fn named(name: &'static str, people: Vec<Someone>, trouble: Trouble) -> World {
+        World {
+            seed: 0,
+            name: Some(name),
+            people,
+            end: trouble.to + DRAIN,
+            stretches: vec![Stretch {
+                trouble: Some(trouble),
+                told: Vec::new(),
+            }],
+            deploy_at: None,
+        }
+    }
+
+    /// The next thing happens at `at` and the people at `who` are told it.
+    fn publish(&mut self, at: i64, who: impl IntoIterator<Item = usize>) {
+        let happened = self.stretches[0].told.iter().map(|t| &t.text);
+        let n = happened.collect::<std::collections::BTreeSet<_>>().len();
+        let text = happening(n);
+        let told = who.into_iter().map(|who| Told {
+            at,
+            who,
+            text: text.clone(),
+        });
+        let told: Vec<Told> = told.collect();
+        self.stretches[0].told.extend(told);
+    }
+
+    /// The chapter's batch: the email provider is down from 0:00 to 10:00.
+    /// At 0:00 two things happen that fourteen people hear about, ten by
+    /// email and four by push; then one person is told something every
+    /// 30 s, every third time by push.
+    fn chapter() -> World {
+        let mut everyone = people(&NAMES[..10], "email", Script::Fine);
+        everyone.extend(people(&NAMES[10..14], "push", Script::Fine));
+        let mut w = World::named(
+            "the chapter's batch",
+            everyone,
+            Trouble::down("email", 0, 10 * MINUTE),
+        );
+        w.publish(0, 0..14);
+        w.publish(0, 0..10);
+        for i in 1..20usize {
+            let who = match i % 3 {
+                0 => 10 + (i / 3) % 4,
+                _ => i % 10,
+            };
+            w.publish(i as i64 * 30 * SECOND, [who]);
+        }
+        w
+    }
+
+    /// The push provider is down for 8 minutes with only three pushes
+    /// waiting, while email is quiet: one email, at 1:00, whose first send
+    /// fails.
+    fn quiet() -> World {
+        let mut everyone = people(&["ada"], "email", Script::Flaky(1));
+        everyone.extend(people(&NAMES[10..13], "push", Script::Fine));
+        let mut w = World::named(
+            "the long push outage",
+            everyone,
+            Trouble::down("push", 0, 8 * MINUTE),
+        );
+        w.publish(0, 1..4);
+        w.publish(MINUTE, [0]);
+        w
+    }
+
+    /// A busy morning, then a hang: four people get an email every 10 s
+    /// until 2:50, 72 sends that all go through. From 4:00 to 11:00 the
+    /// email provider stops answering: every send times out. At 4:00 eight
+    /// people by email and three by push are told something, then one
+    /// person every 30 s until 10:30, every third time by push.
+    fn hang() -> World {
+        let mut everyone = people(&NAMES[..12], "email", Script::Fine);
+        everyone.extend(people(&NAMES[12..15], "push", Script::Fine));
+        let start = 4 * MINUTE;
+        let trouble = Trouble {
+            hang: true,
+            ..Trouble::down("email", start, 11 * MINUTE)
+        };
+        let mut w = World::named("the hang after a busy morning", everyone, trouble);
+        for i in 1..=17 {
+            w.publish(i * 10 * SECOND, 0..4);
+        }
+        w.publish(start, 4..15);
+        for i in 1..=13usize {
+            let who = match i % 3 {
+                0 => 12 + (i / 3) % 3,
+                _ => 4 + i % 8,
+            };
+            w.publish(start + i as i64 * 30 * SECOND, [who]);
+        }
+        w
+    }
+
+    /// Bounces and hiccups on a channel that works: the push provider is
+    /// down from 0:00 to 4:00 with three pushes waiting. At 0:30 twelve
+    /// people are emailed, the first six at addresses that do not exist,
+    /// which the email provider refuses for good. At 1:50 three of the
+    /// other six are emailed again, and at 2:00 three more, whose first
+    /// sends fail once: three failures among six sends in a minute, exactly
+    /// half, which is not "more than half", in whatever order a dispatcher
+    /// sends a batch (the rules leave that free).
+    fn bounces() -> World {
+        let mut everyone = people(&NAMES[..6], "email", Script::Refused);
+        everyone.extend(people(&NAMES[6..12], "email", Script::Fine));
+        everyone.extend(people(&NAMES[12..15], "email", Script::Flaky(1)));
+        everyone.extend(people(&NAMES[15..18], "push", Script::Fine));
+        let mut w = World::named(
+            "bounces and hiccups",
+            everyone,
+            Trouble::down("push", 0, 4 * MINUTE),
+        );
+        w.publish(0, 15..18);
+        w.publish(30 * SECOND, 0..12);
+        w.publish(110 * SECOND, 6..9);
+        w.publish(2 * MINUTE, 12..15);
+        w
+    }
+
+    /// When a named world's provider is back.
+    fn back(&self) -> i64 {
+        self.troubles().map(|t| t.to).max().unwrap_or(0)
+    }
+
+    /// The channel whose provider a named world puts in trouble.
+    fn down(&self) -> &'static str {
+        self.troubles().next().map_or("email", |t| t.channel)
+    }
+
+    /// The notifications that should reach their person: all but those
+    /// to an address the provider refuses.
+    fn expected(&self) -> impl Iterator<Item = &Told> {
+        self.told()
+            .into_iter()
+            .filter(|t| self.people[t.who].script != Script::Refused)
+    }
+
+    /// Whether `channel`'s provider is in trouble at `at`.
+    fn is_down(&self, channel: &str, at: i64) -> bool {
+        self.troubles()
+            .any(|t| t.channel == channel && (t.from..t.to).contains(&at))
+    }
+
+    /// "the email provider is down from 0:00 to 10:00"
+    fn outage_story(&self) -> String {
+        let windows: Vec<String> = self
+            .troubles()
+            .map(|t| format!("from {} to {}", clock(t.from), clock(t.to)))
+            .collect();
+        let windows = windows.join(" and ");
+        match self.troubles().any(|t| t.hang) {
+            true => format!(
+                "the {} provider hangs {windows}, every send timing out",
+                self.down()
+            ),
+            false => format!("the {} provider is down {windows}", self.down()),
+        }
+    }
+
+    /// "the chapter's batch: the email provider is down from 0:00 to 10:00:"
+    fn scene(&self) -> String {
+        format!(
+            "{}: {}:",
+            self.name.unwrap_or("a world"),
+            self.outage_story()
+        )
+    }
+}
+
+impl Trouble {
+    /// `channel`'s provider answers 503 from `from` to `to`.
+    fn down(channel: &'static str, from: i64, to: i64) -> Trouble {
+        Trouble {
+            channel,
+            from,
+            to,
+            hang: false,
+        }
+    }
+}
+
+/// The dispatcher every 2 s and the sweep every minute, from the clock's
+/// time until `until`.
+fn schedule(until: i64) -> Step {
+    Schedule::of(until, &[("dispatch", TICK), ("sweep", SWEEP)])
 }
 
 /// The breaker as the chapter states it: over half of at least 5 sends
@@ -2203,6 +1915,12 @@ const DIMENSIONS: &[Dimension<World>] = &[
                             && !w.unsettled(channel, o.at)
                     })
             })
+        },
+    },
+    Dimension {
+        name: "a trouble of 8 minutes or more over a backlog of at most 7 rows: the probes come back to the same rows",
+        reached: |w| {
+            backlogs(w).any(|(t, rows)| t.to - t.from >= 16 * PROBE_EVERY && rows.len() <= 7)
         },
     },
     Dimension {

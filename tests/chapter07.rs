@@ -112,7 +112,7 @@ fn the_shipped_case_dead_letters_and_hammers_the_provider() {
     let (code, report) = (played.code, &played.report);
     assert_eq!(
         pattern(report),
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 1);
     let v = &report["verdicts"];
@@ -182,7 +182,7 @@ fn one_breaker_for_every_channel_holds_back_push() {
     let (report, pattern) = variant("global-breaker");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL FAIL FAIL FAIL PASS PASS PASS FAIL PASS FAIL FAIL PASS PASS PASS"
+        "PASS FAIL FAIL FAIL FAIL FAIL PASS PASS PASS FAIL PASS FAIL FAIL PASS PASS PASS"
     );
     // The pushes go out one by one, each as the probe of a breaker the
     // email outage opened.
@@ -202,7 +202,7 @@ fn a_half_open_breaker_that_lets_everything_through_floods_the_provider() {
     // the attempts the flood left is a dead letter the rules allow.
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS FAIL PASS FAIL FAIL"
+        "FAIL FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS FAIL PASS FAIL FAIL"
     );
 }
 
@@ -238,7 +238,7 @@ fn a_breaker_that_forgets_between_wake_ups_protects_nothing() {
     let (_, pattern) = variant("forgetful-breaker");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
 }
 
@@ -256,7 +256,7 @@ fn a_failed_probe_that_does_not_reopen_probes_every_wake_up() {
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn probes_that_cost_their_rows_attempts_dead_letter_a_small_backlog() {
     let (report, _) = variant("probe-charges-row");
-    assert_eq!(failed(&report), [0, 1]);
+    assert_eq!(failed(&report), [0, 1, AGREES]);
     let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
     assert!(scenario.starts_with("the long push outage"), "{scenario}");
 }
@@ -289,7 +289,7 @@ fn a_breaker_that_ignores_timeouts_never_opens_on_a_hang() {
     let (report, pattern) = variant("timeouts-not-counted");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
     assert!(
@@ -304,7 +304,7 @@ fn a_breaker_that_opens_on_three_in_a_row_delays_a_few_hiccups() {
     let (report, pattern) = variant("consecutive-3");
     assert_eq!(
         pattern,
-        "PASS PASS PASS FAIL PASS FAIL FAIL PASS FAIL PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS PASS"
     );
     assert!(said(&report, 3).contains("published at 2:00"), "{report}");
 }
@@ -345,7 +345,7 @@ fn a_breaker_with_no_window_is_blinded_by_a_busy_past() {
     let (report, pattern) = variant("no-window");
     assert_eq!(
         pattern,
-        "FAIL FAIL FAIL PASS PASS PASS FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS PASS"
+        "FAIL FAIL FAIL PASS PASS FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS PASS"
     );
     let scenario = report["verdicts"][0]["scenario"].as_str().unwrap();
     assert!(
@@ -491,18 +491,18 @@ fn a_breaker_asked_once_per_batch_sends_the_batch_to_a_dead_provider() {
 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
-fn a_random_batch_replays_by_its_seed() {
-    // Seed 1 takes the push provider down: the email-only breaker lets the
-    // dispatcher hammer it.
-    let played = checked(&["--variant", "email-only", "--seed", "1"]);
-    let attempts = &played.report["verdicts"][2];
-    assert_eq!(attempts["pass"], false);
-    assert_eq!(attempts["seed"].as_u64(), Some(1));
-    let scenario = attempts["scenario"].as_str().unwrap();
-    assert!(scenario.starts_with("random batch (seed 1)"), "{scenario}");
-    // The generated scenario of the same seed, under every fault.
-    let explored = played.report["verdicts"][AGREES]["evidence"].to_string();
-    assert!(explored.starts_with("\"1 scenario, "), "{explored}");
+fn a_generated_lull_replays_by_its_seed() {
+    // Seed 4 ends with a long push hang over a small backlog: the
+    // email-only breaker lets the dispatcher spend every push's attempts
+    // on it, which the reference does not.
+    let played = checked(&["--variant", "email-only", "--seed", "4"]);
+    let agrees = &played.report["verdicts"][AGREES];
+    assert_eq!(agrees["pass"], false);
+    assert_eq!(agrees["seed"].as_u64(), Some(4));
+    let scenario = agrees["scenario"].as_str().unwrap();
+    assert!(scenario.contains("push hangs 20:55 to 31:25"), "{scenario}");
+    let evidence = agrees["evidence"].to_string();
+    assert!(evidence.contains(" of "), "{evidence}");
 }
 
 #[test]
@@ -609,38 +609,30 @@ fn a_claim_by_id_alone_probes_the_same_dead_row_for_ever() {
     assert!(settled.contains("once the service was idle"), "{settled}");
 }
 
-/// Wrong fixes that only a random batch's wider world shows: a crowd on
-/// the working channel answered 429 at once, and a small backlog under a
-/// long hang, whose probes come back to the same few rows.
+/// Wrong fixes that only the generated worlds show: a crowd answered 429
+/// beside an outage, and a long lull over a small backlog, whose probes come
+/// back to the same few rows.
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
-fn wrong_fixes_the_wider_random_batches_show() {
-    for (name, want, scenario) in [
-        // A crowd answered 429 opens its breaker in a random batch, and a
-        // generated 429 is an answer the breaker then ignores.
-        (
-            "rate-limits-count",
-            vec![3, AGREES, CLOSES],
-            "random batch (seed 2)",
-        ),
-        (
-            "timed-out-probe-charged",
-            vec![0, 1],
-            "random lull (seed 3)",
-        ),
+fn wrong_fixes_the_generated_lulls_and_crowds_show() {
+    for (name, want) in [
+        // A generated 429 is an answer the breaker then ignores.
+        ("rate-limits-count", vec![AGREES, CLOSES]),
+        // A timed-out probe charged to its row dead-letters a lull's
+        // backlog in a hang.
+        ("timed-out-probe-charged", vec![AGREES]),
         // After its second opening no probe ever goes out again: a
-        // random batch's second outage shows it, and so does a generated
-        // breaker that a flaky address opens and a probe closes.
-        (
-            "probe-flag-not-reset",
-            vec![1, AGREES, SURVIVES, SETTLED],
-            "random batch (seed 1)",
-        ),
+        // generated breaker that a flaky address opens and a probe
+        // closes shows it.
+        ("probe-flag-not-reset", vec![AGREES, SURVIVES, SETTLED]),
     ] {
         let (report, _) = variant(name);
         assert_eq!(failed(&report), want, "{name}");
         let got = report["verdicts"][want[0]]["scenario"].as_str().unwrap();
-        assert!(got.starts_with(scenario), "{name}: {got}");
+        assert!(
+            got.starts_with("generated scenario (seed "),
+            "{name}: {got}"
+        );
     }
 }
 
