@@ -273,13 +273,14 @@ fn dead_letter(played: &Played, row: &Queued) -> String {
 }
 
 /// The chapter's worlds, played as they are: its batch, the long push
-/// outage, the hang and the bounces.
-fn named() -> [World; 4] {
+/// outage, the hang, the bounces and the outage in a busy minute.
+fn named() -> [World; 5] {
     [
         World::chapter(),
         World::quiet(),
         World::hang(),
         World::bounces(),
+        World::busy(),
     ]
 }
 
@@ -1760,6 +1761,26 @@ impl World {
     /// When a named world's provider is back.
     fn back(&self) -> i64 {
         self.troubles().map(|t| t.to).max().unwrap_or(0)
+    }
+
+    /// An outage in a busy minute: from 0:15 one email goes out every 15 s,
+    /// and each gets through, until the email provider goes down at 2:00
+    /// with ten emails waiting, for 4 minutes, while one more email is
+    /// told every 30 s. The breaker's minute still holds the last three
+    /// successes as the failures begin: more than half of the window has
+    /// failed once four of the backlog have, and not before.
+    fn busy() -> World {
+        let everyone = people(&NAMES[..14], "email", Script::Fine);
+        let trouble = Trouble::down("email", 2 * MINUTE, 6 * MINUTE);
+        let mut w = World::named("an outage in a busy minute", everyone, trouble);
+        for i in 1..8usize {
+            w.publish(i as i64 * 15 * SECOND, [i % 4]);
+        }
+        w.publish(2 * MINUTE, 4..14);
+        for i in 1..8usize {
+            w.publish(2 * MINUTE + i as i64 * 30 * SECOND, [i % 4]);
+        }
+        w
     }
 
     /// The channel whose provider a named world puts in trouble.

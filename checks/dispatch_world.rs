@@ -61,32 +61,6 @@ pub trait Addressed {
     }
 }
 
-/// Someone who gets notifications, on the channel they chose.
-#[derive(Clone, Debug)]
-pub struct Person {
-    pub id: String,
-    pub channel: &'static str,
-}
-
-impl Person {
-    pub fn new(name: &str, channel: &'static str) -> Person {
-        Person {
-            id: name.to_string(),
-            channel,
-        }
-    }
-}
-
-impl Addressed for Person {
-    fn name(&self) -> &str {
-        &self.id
-    }
-
-    fn channel(&self) -> &str {
-        self.channel
-    }
-}
-
 /// The case's `publish` input: one person to tell one thing.
 #[derive(Clone, Debug, Serialize)]
 pub struct Notice {

@@ -107,7 +107,7 @@ fn the_shipped_case_tells_nobody_whose_push_was_dead_lettered() {
     assert_eq!(code, 1);
     let v = &report["verdicts"];
     assert_eq!(v[TOLD]["evidence"], "13 of 15 told");
-    assert_eq!(v[DEADLINE]["evidence"], "7 of 9 not");
+    assert_eq!(v[DEADLINE]["evidence"], "7 of 11 not");
     assert_eq!(
         v[ONE_EACH]["evidence"],
         "0 emails for 2 dead-lettered pushes"
@@ -140,11 +140,11 @@ fn the_reference_solution_passes_everything() {
     assert_eq!(v[CRASH]["evidence"], "2 crash points");
     assert_eq!(
         v[DEADLINE]["evidence"],
-        "7 of 9 by email within 10 min 4 s, 2 by push in time"
+        "7 of 9 by email within 10 min 4 s, 2 by push in time; 2 of 2 other pushes after the outage"
     );
     assert_eq!(v[AGREES]["evidence"], "this is the reference solution");
     let explored = v[SURVIVES]["evidence"].as_str().unwrap();
-    assert!(explored.starts_with("13 scenarios, "), "{explored}");
+    assert!(explored.starts_with("14 scenarios, "), "{explored}");
 }
 
 #[test]
@@ -270,18 +270,14 @@ fn a_sweep_without_the_fallback_leaves_ada_untold_when_her_dispatcher_is_lost() 
 #[test]
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn no_fallback_after_a_timeout_leaves_a_silent_phone_untold() {
-    // A random batch's phone that never answers, on an important kind,
-    // and a generated one: a dead letter of any kind falls back.
+    // A generated phone that never answers, on an important kind: a dead
+    // letter of any kind falls back.
     let (code, pattern, report) = variant("no-fallback-after-timeout");
     assert_eq!(
         pattern,
-        "FAIL FAIL PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 1);
-    assert!(
-        details_of(&report, TOLD).contains("no email was queued"),
-        "{report}"
-    );
     assert!(
         scenario_of(&report, AGREES).contains("never answers"),
         "{report}"
@@ -333,11 +329,12 @@ fn an_unfenced_fallback_emails_ada_again_on_a_late_answer() {
 #[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
 fn keeping_push_failures_out_of_the_breaker_burns_attempts_in_an_outage() {
     let (code, pattern, report) = variant("breaker-ignores-push");
-    // The chapter's own scenarios have no outage: only generated ones show
-    // it.
+    // The long outage's comments spend their attempts on it and are
+    // dead-lettered instead of waiting for the provider; generated worlds
+    // show it too.
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
     );
     assert_eq!(code, 1);
     let scenario = scenario_of(&report, AGREES);
@@ -478,7 +475,7 @@ fn a_deadline_that_supersedes_every_kind_leaves_a_comment_untold() {
     assert_eq!(code, 1);
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS PASS FAIL FAIL PASS PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS PASS PASS FAIL FAIL FAIL PASS PASS PASS PASS PASS PASS PASS"
     );
 }
 
