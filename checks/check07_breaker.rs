@@ -880,21 +880,8 @@ impl World {
                 t.to = t.from + more.between(12, 28) as i64 * SECOND;
             }
         }
-        // Whom a crowd on a channel may include: people told any number of
-        // things; while its provider is down, not those it refuses or
-        // rate-limits (the lab answers their 4xx before the outage's 503,
-        // and a provider that is down answers 503 to everyone: a 4xx would
-        // tell a breaker it is well).
-        let crowd = |world: &World, channel: &str, down: bool| -> Vec<usize> {
-            (0..world.people.len())
-                .filter(|&i| {
-                    let p = &world.people[i];
-                    p.channel == channel && !p.script.special() && !(down && p.script.answers_4xx())
-                })
-                .collect()
-        };
         for trouble in &placed {
-            let pool = crowd(&world, trouble.channel, !trouble.hang);
+            let pool = world.crowd(trouble.channel, !trouble.hang);
             let mut told = Vec::new();
             // The backlog lands as the trouble begins; one time in five
             // it is more than one claim takes.
@@ -960,7 +947,7 @@ impl World {
             let Some(at) = quiet(&mut rng, channel, true, horizon) else {
                 continue;
             };
-            let pool = crowd(&world, channel, world.unsettled(channel, at));
+            let pool = world.crowd(channel, world.unsettled(channel, at));
             let told = (0..rng.between(6, 9))
                 .map(|_| Told {
                     at,
@@ -980,7 +967,7 @@ impl World {
             } else {
                 "push"
             };
-            let pool = crowd(&world, channel, false);
+            let pool = world.crowd(channel, false);
             let who = *rng.pick(&pool);
             let refused = world.people[who].script.answers_4xx();
             let Some(at) = quiet(&mut rng, channel, !refused, horizon) else {
@@ -1006,7 +993,7 @@ impl World {
             if let Some(k) = joined.filter(|_| more.between(0, 2) > 0) {
                 let (_, i) = crowds[k];
                 let at = world.stretches[i].told[0].at;
-                let pool = crowd(&world, p.channel, world.unsettled(p.channel, at));
+                let pool = world.crowd(p.channel, world.unsettled(p.channel, at));
                 let told = &mut world.stretches[i].told;
                 // Three people whose sends work, then the address itself;
                 // and before it, one told a little later, while a breaker
@@ -1119,7 +1106,7 @@ impl World {
                 (Some(after), None) => after + rng.between(0, 60) as i64 * SECOND,
                 (None, None) => continue,
             };
-            let pool = crowd(&world, p.channel, world.unsettled(p.channel, at));
+            let pool = world.crowd(p.channel, world.unsettled(p.channel, at));
             let mut told: Vec<Told> = (0..rng.between(6, 8))
                 .map(|_| Told {
                     at,
@@ -1240,18 +1227,8 @@ impl World {
                     to: from + tip.between(35, 100) as i64 * SECOND,
                     hang: tip.between(0, 2) == 0,
                 };
-                let pool = crowd(&world, channel, !trouble.hang);
-                let told = (0..tip.between(3, 8))
-                    .map(|_| Told {
-                        at: from,
-                        who: *tip.pick(&pool),
-                        text: text(),
-                    })
-                    .collect();
-                world.stretches.push(Stretch {
-                    trouble: Some(trouble),
-                    told,
-                });
+                let count = tip.between(3, 8);
+                world.backlog(trouble, count, &mut tip, &mut text);
             }
         }
         // One world in four has a crowd on a working provider whose
@@ -1330,18 +1307,8 @@ impl World {
                 to: from + lull.between(16, 24) as i64 * PROBE_EVERY,
                 hang: lull.between(0, 1) == 0,
             };
-            let pool = crowd(&world, channel, !trouble.hang);
-            let told = (0..lull.between(4, 7))
-                .map(|_| Told {
-                    at: from,
-                    who: *lull.pick(&pool),
-                    text: text(),
-                })
-                .collect();
-            world.stretches.push(Stretch {
-                trouble: Some(trouble),
-                told,
-            });
+            let count = lull.between(4, 7);
+            world.backlog(trouble, count, &mut lull, &mut text);
         }
         // One world in six ends with a poison message (chapter 6):
         // every send of it past its first 429s, if it meets any, kills the
@@ -1384,6 +1351,43 @@ impl World {
             backlog.insert(backlog.len().min(5), told);
         }
         world.ended()
+    }
+
+    /// Whom a crowd on `channel` may include: people told any number of
+    /// things; while its provider is `down`, not those it refuses or
+    /// rate-limits (the lab answers their 4xx before the outage's 503, and
+    /// a provider that is down answers 503 to everyone: a 4xx would tell a
+    /// breaker it is well).
+    fn crowd(&self, channel: &str, down: bool) -> Vec<usize> {
+        (0..self.people.len())
+            .filter(|&i| {
+                let p = &self.people[i];
+                p.channel == channel && !p.script.special() && !(down && p.script.answers_4xx())
+            })
+            .collect()
+    }
+
+    /// `trouble`, with `count` notifications landing as it begins, each to
+    /// someone `rng` picks from the crowd its channel may tell then.
+    fn backlog(
+        &mut self,
+        trouble: Trouble,
+        count: u64,
+        rng: &mut Rng,
+        text: &mut impl FnMut() -> String,
+    ) {
+        let pool = self.crowd(trouble.channel, !trouble.hang);
+        let told = (0..count)
+            .map(|_| Told {
+                at: trouble.from,
+                who: *rng.pick(&pool),
+                text: text(),
+            })
+            .collect();
+        self.stretches.push(Stretch {
+            trouble: Some(trouble),
+            told,
+        });
     }
 
     /// Someone new to the world, with the first name of `names` nobody
