@@ -1639,8 +1639,8 @@ fn people(names: &[&str], channel: &'static str, script: Script) -> Vec<Someone>
 /// name, told what happens in the order the chapter tells it. Each is a
 /// [`World`] like the generated ones, with a name and an end of its own.
 impl World {
-    /// A named world with `people`, whose `channel` provider is in trouble
-    /// from `from` to `to`, that runs until [`DRAIN`] after.
+    /// A named world with `people` and one `trouble`, which runs until
+    /// [`DRAIN`] after the trouble ends.
     fn named(name: &'static str, people: Vec<Someone>, trouble: Trouble) -> World {
         World {
             seed: 0,

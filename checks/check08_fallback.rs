@@ -1757,7 +1757,7 @@ impl World {
 }
 
 impl Script {
-    /// "always rate limited (429)": what is wrong with a phone of the
+    /// "is always rate limited (429)": what is wrong with a phone of the
     /// chapter's own worlds.
     fn trouble(self) -> String {
         match self {
