@@ -1490,6 +1490,28 @@ fn unkeyed(history: &History) -> Vec<String> {
         .collect()
 }
 
+/// When sends to `recipient` killed the process sending them (a poison
+/// message, chapter 6): attempts the provider never saw, which a breaker
+/// did not hold back.
+fn killed<'h>(history: &'h History, recipient: &'h str) -> impl Iterator<Item = i64> + 'h {
+    history
+        .events
+        .iter()
+        .filter(move |e| e.kind == Kind::Crash && e.subject.as_deref() == Some(recipient))
+        .map(|e| e.at_ms)
+}
+
+/// Whether a process died between `from` and `to` (a poison message's
+/// send, or a crash): a message published before may then wait in a claim
+/// nobody answers for, until the sweep hands it back, whatever the
+/// breaker does.
+fn orphaned(history: &History, from: i64, to: i64) -> bool {
+    history
+        .events
+        .iter()
+        .any(|e| e.kind == Kind::Crash && (from..=to).contains(&e.at_ms))
+}
+
 /// A channel that stayed silent for longer than `within` after its
 /// provider answered a send, while a message on it waited, never tried: a
 /// breaker kept shut after the provider showed it was up. One line per
@@ -1516,10 +1538,11 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
                 attempts
                     .iter()
                     .any(|d| d.recipient == p.recipient && d.message == p.body && d.at_ms <= at)
+                    || killed(history, &p.recipient).any(|k| k <= at)
             };
-            let waiting = published
-                .iter()
-                .find(|p| p.channel == channel && p.at <= at && !tried(p));
+            let waiting = published.iter().find(|p| {
+                p.channel == channel && p.at <= at && !tried(p) && !orphaned(history, p.at, at)
+            });
             if let Some(waiting) = waiting {
                 let until =
                     next.map_or("the end".to_string(), |n| format!("{} later", span(n - at)));
@@ -1578,6 +1601,7 @@ fn after_a_failed_probe(
                 .iter()
                 .filter(|d| d.recipient == p.recipient && d.message == p.body)
                 .map(|d| d.began_ms)
+                .chain(killed(history, &p.recipient))
                 .min()
         };
         let mut processes: Vec<u32> = attempts.iter().map(|d| d.process).collect();
@@ -1596,7 +1620,10 @@ fn after_a_failed_probe(
                 // What the breaker held back, another message than the
                 // probe's own when there is one.
                 let waiting = |p: &&Published, since: i64, until: i64| {
-                    p.channel == channel && p.at <= since && first_try(p).is_none_or(|t| t >= until)
+                    p.channel == channel
+                        && p.at <= since
+                        && first_try(p).is_none_or(|t| t >= until)
+                        && !orphaned(history, p.at, since)
                 };
                 let own_message =
                     |p: &Published| p.recipient == probe.recipient && p.body == probe.body;
