@@ -1490,26 +1490,38 @@ fn unkeyed(history: &History) -> Vec<String> {
         .collect()
 }
 
-/// When sends to `recipient` killed the process sending them (a poison
-/// message, chapter 6): attempts the provider never saw, which a breaker
-/// did not hold back.
-fn killed<'h>(history: &'h History, recipient: &'h str) -> impl Iterator<Item = i64> + 'h {
-    history
-        .events
-        .iter()
-        .filter(move |e| e.kind == Kind::Crash && e.subject.as_deref() == Some(recipient))
-        .map(|e| e.at_ms)
-}
+/// Where processes died in one play: a poison message's sends, which kill
+/// the process making them, and crashes. Read from the history once per
+/// invariant, not once per message.
+struct Deaths<'h>(Vec<&'h Event>);
 
-/// Whether a process died between `from` and `to` (a poison message's
-/// send, or a crash): a message published before may then wait in a claim
-/// nobody answers for, until the sweep hands it back, whatever the
-/// breaker does.
-fn orphaned(history: &History, from: i64, to: i64) -> bool {
-    history
-        .events
-        .iter()
-        .any(|e| e.kind == Kind::Crash && (from..=to).contains(&e.at_ms))
+impl<'h> Deaths<'h> {
+    fn of(history: &'h History) -> Deaths<'h> {
+        Deaths(
+            history
+                .events
+                .iter()
+                .filter(|e| e.kind == Kind::Crash)
+                .collect(),
+        )
+    }
+
+    /// When sends to `recipient` killed the process sending them (a poison
+    /// message, chapter 6): attempts the provider never saw, which a
+    /// breaker did not hold back.
+    fn of_sends_to<'a>(&'a self, recipient: &'a str) -> impl Iterator<Item = i64> + 'a {
+        self.0
+            .iter()
+            .filter(move |e| e.subject.as_deref() == Some(recipient))
+            .map(|e| e.at_ms)
+    }
+
+    /// Whether a process died between `from` and `to`: a message published
+    /// before may then wait in a claim nobody answers for, until the sweep
+    /// hands it back, whatever the breaker does.
+    fn between(&self, from: i64, to: i64) -> bool {
+        self.0.iter().any(|e| (from..=to).contains(&e.at_ms))
+    }
 }
 
 /// A channel that stayed silent for longer than `within` after its
@@ -1520,6 +1532,7 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
     let Some(last) = history.deliveries.iter().map(|d| d.at_ms).max() else {
         return Vec::new();
     };
+    let deaths = Deaths::of(history);
     let mut lines = Vec::new();
     for channel in ["email", "push"] {
         let attempts: Vec<&Delivery> = history.attempts(channel).collect();
@@ -1538,10 +1551,10 @@ fn held_after_an_answer(within: i64, published: &[Published], history: &History)
                 attempts
                     .iter()
                     .any(|d| d.recipient == p.recipient && d.message == p.body && d.at_ms <= at)
-                    || killed(history, &p.recipient).any(|k| k <= at)
+                    || deaths.of_sends_to(&p.recipient).any(|k| k <= at)
             };
             let waiting = published.iter().find(|p| {
-                p.channel == channel && p.at <= at && !tried(p) && !orphaned(history, p.at, at)
+                p.channel == channel && p.at <= at && !tried(p) && !deaths.between(p.at, at)
             });
             if let Some(waiting) = waiting {
                 let until =
@@ -1593,6 +1606,7 @@ fn after_a_failed_probe(
     history: &History,
 ) -> Vec<String> {
     let wait = breaker.probe_after - breaker.slack;
+    let deaths = Deaths::of(history);
     let mut lines = Vec::new();
     for channel in ["email", "push"] {
         let attempts: Vec<&Delivery> = history.attempts(channel).collect();
@@ -1601,7 +1615,7 @@ fn after_a_failed_probe(
                 .iter()
                 .filter(|d| d.recipient == p.recipient && d.message == p.body)
                 .map(|d| d.began_ms)
-                .chain(killed(history, &p.recipient))
+                .chain(deaths.of_sends_to(&p.recipient))
                 .min()
         };
         let mut processes: Vec<u32> = attempts.iter().map(|d| d.process).collect();
@@ -1623,7 +1637,7 @@ fn after_a_failed_probe(
                     p.channel == channel
                         && p.at <= since
                         && first_try(p).is_none_or(|t| t >= until)
-                        && !orphaned(history, p.at, since)
+                        && !deaths.between(p.at, since)
                 };
                 let own_message =
                     |p: &Published| p.recipient == probe.recipient && p.body == probe.body;
