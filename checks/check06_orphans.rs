@@ -925,6 +925,7 @@ impl Played {
                 subject: key,
                 error: None,
                 message: None,
+                wrong: None,
             })
     }
 

@@ -2298,6 +2298,7 @@ impl Explorer for Generated {
                 message: Some((q.channel, q.recipient, q.body)),
                 status: q.status,
                 error: q.error,
+                wrong: None,
             })
             .collect();
         Ok(Observation { fates, rows })

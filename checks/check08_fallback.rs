@@ -2178,6 +2178,7 @@ impl Explorer for Generated {
                 status: q.status.clone(),
                 error: q.error.clone(),
                 message: Some((q.channel.clone(), q.recipient.clone(), q.body.clone())),
+                wrong: None,
             })
             .collect();
         Ok(Observation { fates, rows })

@@ -1493,7 +1493,10 @@ impl Explorer for Generated {
     }
 
     fn observe(&self, batch: &Batch, run: &Run) -> Result<Observation> {
-        let rows = read_rows(run.dir, run.history)?;
+        let mut rows = read_rows(run.dir, run.history)?;
+        for row in &mut rows {
+            row.wrong = withdrawn_unasked(batch, row);
+        }
         let mut fates = BTreeMap::new();
         for n in &batch.notices {
             for channel in CHANNELS {
@@ -1655,6 +1658,27 @@ fn read_rows(dir: &Path, history: &History) -> Result<Vec<Row>> {
     read_outbox(dir, history, |q| {
         subject_of(&q.recipient, &q.channel, &q.body)
     })
+}
+
+/// What is wrong with `row` if it ended CANCELLED though no rule withdrew
+/// it: only its own recipient, turning its channel off for its kind, may
+/// withdraw a message (a security alert, never).
+fn withdrawn_unasked(batch: &Batch, row: &Row) -> Option<String> {
+    let (channel, recipient, body) = row.message.as_ref()?;
+    if row.status != CANCELLED {
+        return None;
+    }
+    let notices: Vec<&Notice> = batch
+        .notices
+        .iter()
+        .filter(|n| batch.person(&n.person).recipient(channel) == *recipient && n.text() == *body)
+        .collect();
+    let asked = notices.iter().any(|n| batch.forbidden(n, channel, i64::MAX));
+    let n = notices.first().filter(|_| !asked)?;
+    Some(format!(
+        "is CANCELLED, though {} never turned {channel} off for {}",
+        n.person, n.kind
+    ))
 }
 
 /// How a row is named in the invariants' findings.

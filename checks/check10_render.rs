@@ -1423,6 +1423,7 @@ impl Explorer for Generated {
                 status: r.status.clone(),
                 error: (!r.error.is_empty()).then(|| r.error.clone()),
                 message: None,
+                wrong: None,
             })
             .collect();
         Ok(Observation { fates, rows })

@@ -1922,6 +1922,7 @@ impl Explorer for Generated {
                 status: r.status,
                 error: (!r.error.is_empty()).then_some(r.error),
                 message: None,
+                wrong: None,
             })
             .collect();
         Ok(Observation { fates, rows })

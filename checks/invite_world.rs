@@ -429,6 +429,7 @@ fn read_rows(dir: &Path, history: &History) -> Vec<Row> {
                 status: status.to_string(),
                 error: None,
                 message: None,
+                wrong: None,
             }
         })
         .collect()

@@ -171,7 +171,11 @@ const WRONG_FIXES: &[(&str, &str)] = &[
     ),
     (
         "alert-withdrawn-by-opt-out",
-        "PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS",
+        "PASS PASS PASS PASS FAIL PASS PASS FAIL PASS PASS",
+    ),
+    (
+        "opt-out-withdraws-everyone",
+        "PASS PASS PASS PASS FAIL PASS PASS FAIL PASS PASS",
     ),
 ];
 

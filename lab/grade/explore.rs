@@ -251,10 +251,12 @@ pub struct Breaker {
 impl Breaker {
     /// The failed sends that may have been probes, by their place among the
     /// deliveries: a send before which nothing went to its provider for
-    /// the breaker's wait, and whose last send before that wait left the
-    /// breaker open (it failed, and either its window held enough sends,
-    /// mostly failed, or it was a probe itself). A 429 is no failure here:
-    /// it is the provider answering. Judged over each
+    /// the breaker's wait, and whose last send before that wait may have
+    /// left the breaker open (its window held enough sends, mostly failed,
+    /// or it was a failed probe itself). That last send may be a success:
+    /// the rule weighs the minute, so a delivery that ends a minute of
+    /// three failures in five opens the breaker all the same. A 429 is no
+    /// failure here: it is the provider answering. Judged over each
     /// dispatcher's own sends and over the channel's, so that a breaker in
     /// memory and one shared in a table both have their probes.
     fn probes(&self, deliveries: &[Delivery]) -> BTreeSet<usize> {
@@ -279,8 +281,8 @@ impl Breaker {
                     return false;
                 };
                 let q = &deliveries[last];
-                if q.outcome != Outcome::Failed || q.limited {
-                    return false;
+                if probes.contains(&last) {
+                    return true;
                 }
                 let window: Vec<&Delivery> = before
                     .by_ref()
@@ -291,8 +293,7 @@ impl Breaker {
                     .iter()
                     .filter(|o| o.outcome == Outcome::Failed && !o.limited)
                     .count();
-                (window.len() >= self.opens_after && failed > self.opens_after / 2)
-                    || probes.contains(&last)
+                window.len() >= self.opens_after && failed > self.opens_after / 2
             };
             let channel = |o: &Delivery| o.channel == d.channel;
             if may(&|o| channel(o) && o.process == d.process) || may(&channel) {
@@ -367,6 +368,12 @@ pub struct Row {
     /// that ended its message ([`crate::history::last_answers`]).
     #[serde(default)]
     pub message: Option<(String, String, String)>,
+    /// What the chapter's contract finds wrong with how it ended, which no
+    /// shared rule can tell, e.g. "is CANCELLED, though its recipient never
+    /// turned push off for comments": a withdrawal only its own recipient
+    /// may ask for.
+    #[serde(default)]
+    pub wrong: Option<String>,
 }
 
 /// What a chapter reads from one played scenario.
@@ -1204,6 +1211,11 @@ fn invariants(
             .rows
             .iter()
             .filter_map(|row| match (row.status.as_str(), &row.error) {
+                _ if row.wrong.is_some() => Some(format!(
+                    "{} {}",
+                    row.subject,
+                    row.wrong.as_deref().unwrap_or_default()
+                )),
                 ("SENT", _) => None,
                 (crate::history::MARKED_SENT, _) => Some(format!(
                     "{} is marked sent, but never reached the provider",

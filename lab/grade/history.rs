@@ -323,6 +323,7 @@ pub fn read_outbox(
             message: Some((q.channel.clone(), q.recipient.clone(), q.body.clone())),
             status: q.status,
             error: q.error,
+            wrong: None,
         })
         .collect())
 }
