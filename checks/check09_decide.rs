@@ -1673,7 +1673,9 @@ fn withdrawn_unasked(batch: &Batch, row: &Row) -> Option<String> {
         .iter()
         .filter(|n| batch.person(&n.person).recipient(channel) == *recipient && n.text() == *body)
         .collect();
-    let asked = notices.iter().any(|n| batch.forbidden(n, channel, i64::MAX));
+    let asked = notices
+        .iter()
+        .any(|n| batch.forbidden(n, channel, i64::MAX));
     let n = notices.first().filter(|_| !asked)?;
     Some(format!(
         "is CANCELLED, though {} never turned {channel} off for {}",

@@ -622,7 +622,8 @@ pub enum Rule {
     SweptLate,
     /// A provider that answers is not held back by a breaker.
     ClosesOnAnswer,
-    /// A failed probe holds its channel for the breaker's whole wait.
+    /// A failed probe holds its channel for the breaker's whole wait, and
+    /// the next probe goes to another row when one has waited since.
     OneProbe,
     /// Every send has its message's key, one key per message.
     Keyed,
@@ -651,7 +652,7 @@ impl Rule {
                 "once a provider answers, its breaker lets the waiting rows through (chapter 7)"
             }
             Rule::OneProbe => {
-                "while a provider fails, its breaker lets one probe through per wait (chapter 7)"
+                "while a provider fails, its breaker lets one probe through per wait, and not to the last failed probe's row while others wait (chapter 7)"
             }
             Rule::Keyed => "every send carries its message's key, and only that one (chapter 2)",
         }
@@ -1682,6 +1683,67 @@ fn after_a_failed_probe(
                 continue 'process;
             }
         }
+        lines.extend(probed_again(
+            breaker, channel, &attempts, published, &deaths,
+        ));
+    }
+    lines
+}
+
+/// Probes of `channel` sent to the row whose probe had just failed, while
+/// a row that was waiting then was never tried: a failed probe goes back
+/// behind the rows that waited longer, so that the next probe is another
+/// row, or an address that fails on its own shuts its channel for good.
+/// One line per dispatcher, at its first such probe.
+fn probed_again(
+    breaker: Breaker,
+    channel: &str,
+    attempts: &[&Delivery],
+    published: &[Published],
+    deaths: &Deaths,
+) -> Vec<String> {
+    let all: Vec<Delivery> = attempts.iter().map(|d| (*d).clone()).collect();
+    let probes = breaker.probes(&all);
+    let mut lines = Vec::new();
+    let mut processes: Vec<u32> = all.iter().map(|d| d.process).collect();
+    processes.sort_unstable();
+    processes.dedup();
+    for process in processes {
+        let own: Vec<usize> = (0..all.len())
+            .filter(|&i| all[i].process == process)
+            .collect();
+        let again = own.windows(2).find_map(|pair| {
+            let (failed, next) = (&all[pair[0]], &all[pair[1]]);
+            if !probes.contains(&pair[0])
+                || !probes.contains(&pair[1])
+                || (&next.recipient, &next.message) != (&failed.recipient, &failed.message)
+            {
+                return None;
+            }
+            let waited = published
+                .iter()
+                .filter(|p| {
+                    p.channel == channel
+                        && p.at <= failed.began_ms
+                        && (&p.recipient, &p.body) != (&failed.recipient, &failed.message)
+                        && !all.iter().any(|d| {
+                            d.recipient == p.recipient
+                                && d.message == p.body
+                                && d.began_ms < next.began_ms
+                        })
+                        && !deaths.between(p.at, next.began_ms)
+                })
+                .min_by_key(|p| p.at)?;
+            Some(format!(
+                "the {channel} probe to {} failed at {}, and the next one, at {}, went to the same row, though {}'s message had waited, never tried, since {}: a failed probe goes back behind the rows that waited longer, so that the next probe is another row",
+                failed.recipient,
+                clock(failed.at_ms),
+                clock(next.began_ms),
+                waited.recipient,
+                clock(waited.at),
+            ))
+        });
+        lines.extend(again);
     }
     lines
 }
