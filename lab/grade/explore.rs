@@ -1620,6 +1620,7 @@ fn after_a_failed_probe(
 ) -> Vec<String> {
     let wait = breaker.probe_after - breaker.slack;
     let deaths = Deaths::of(history);
+    let probes = breaker.probes(&history.deliveries);
     let mut lines = Vec::new();
     for channel in ["email", "push"] {
         let attempts: Vec<&Delivery> = history.attempts(channel).collect();
@@ -1683,9 +1684,7 @@ fn after_a_failed_probe(
                 continue 'process;
             }
         }
-        lines.extend(probed_again(
-            breaker, channel, &attempts, published, &deaths,
-        ));
+        lines.extend(probed_again(channel, history, &probes, published, &deaths));
     }
     lines
 }
@@ -1694,22 +1693,28 @@ fn after_a_failed_probe(
 /// a row that was waiting then was never tried: a failed probe goes back
 /// behind the rows that waited longer, so that the next probe is another
 /// row, or an address that fails on its own shuts its channel for good.
-/// One line per dispatcher, at its first such probe.
+/// `probes` are the failed sends that may have been probes, by their place
+/// among the deliveries ([`Breaker::probes`]). One line per dispatcher, at
+/// its first such probe.
 fn probed_again(
-    breaker: Breaker,
     channel: &str,
-    attempts: &[&Delivery],
+    history: &History,
+    probes: &BTreeSet<usize>,
     published: &[Published],
     deaths: &Deaths,
 ) -> Vec<String> {
-    let all: Vec<Delivery> = attempts.iter().map(|d| (*d).clone()).collect();
-    let probes = breaker.probes(&all);
-    let mut lines = Vec::new();
-    let mut processes: Vec<u32> = all.iter().map(|d| d.process).collect();
+    let all = &history.deliveries;
+    let on_channel: Vec<usize> = (0..all.len())
+        .filter(|&i| all[i].channel == channel)
+        .collect();
+    let mut processes: Vec<u32> = on_channel.iter().map(|&i| all[i].process).collect();
     processes.sort_unstable();
     processes.dedup();
+    let mut lines = Vec::new();
     for process in processes {
-        let own: Vec<usize> = (0..all.len())
+        let own: Vec<usize> = on_channel
+            .iter()
+            .copied()
             .filter(|&i| all[i].process == process)
             .collect();
         let again = own.windows(2).find_map(|pair| {
@@ -1720,17 +1725,19 @@ fn probed_again(
             {
                 return None;
             }
+            let tried_before_next = |p: &Published| {
+                on_channel.iter().any(|&i| {
+                    let d = &all[i];
+                    d.recipient == p.recipient && d.message == p.body && d.began_ms < next.began_ms
+                })
+            };
             let waited = published
                 .iter()
                 .filter(|p| {
                     p.channel == channel
                         && p.at <= failed.began_ms
                         && (&p.recipient, &p.body) != (&failed.recipient, &failed.message)
-                        && !all.iter().any(|d| {
-                            d.recipient == p.recipient
-                                && d.message == p.body
-                                && d.began_ms < next.began_ms
-                        })
+                        && !tried_before_next(p)
                         && !deaths.between(p.at, next.began_ms)
                 })
                 .min_by_key(|p| p.at)?;
