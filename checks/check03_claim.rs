@@ -27,13 +27,13 @@ use anyhow::Result;
 use rusqlite::Connection;
 
 use lab::chapter::{Chapter, CheckOptions, Checked};
-use lab::history::History;
+use lab::history::{read_pairs, History};
 use lab::report::{judge, Finding};
 use lab::rng::Rng;
 use lab::runner::{scenario_dir, Case, Exit};
-use lab::scenario::{Plan, ProviderScript, Step, APP_DB};
+use lab::scenario::{Moment, Plan, ProviderScript, Step, APP_DB};
 use lab::serve::AT;
-use lab::world::{Delivery, Kind, Outcome};
+use lab::world::{Delivery, Kind, Outcome, Recorder};
 use lab::{Invite, Worker};
 
 pub const CHAPTER: Chapter = Chapter {
@@ -115,6 +115,10 @@ struct Race {
     /// [`SLOT_MS`] from the common start (see [`stream_writer`]): a web
     /// app takes invites whenever people send them.
     streamed: Vec<Invite>,
+    /// An invite another process makes while the relays' first sends are
+    /// in flight: each relay's first send answers only once it is done, so
+    /// its row is queued after a claim and before the claim that follows.
+    mid_batch: Option<Invite>,
 }
 
 const FIRST: [&str; 30] = [
@@ -220,6 +224,36 @@ impl Race {
         race
     }
 
+    /// The race of a `seed` whose relays call `relay()` once, with a few
+    /// rows queued, fewer than a claim takes, and another process inviting
+    /// one more person while the relays send them: every claim is short,
+    /// and a row arrives after one claim and before the next.
+    fn mid_batch(seed: u64) -> Race {
+        let mut race = Race::random(seed);
+        let mut people = people();
+        Rng::new(seed).shuffle(&mut people);
+        let first = race.queued.len() + race.invites.len();
+        let mut draw = Rng::new(seed ^ 0x3d1b_a7c4_0000);
+        race.queued.truncate(draw.between(1, FEW_ROWS) as usize);
+        race.polls = 1;
+        race.mid_batch = Some(Invite {
+            email: people[first].clone(),
+            workspace: WORKSPACES[first % WORKSPACES.len()].to_string(),
+        });
+        race.provider.hold_nth = Some((1, vec![Moment::Ended(race.inviter())]));
+        race.provider.hold_op = Some("relay".to_string());
+        race.provider.hold_limit_ms = HOLD_LIMIT.as_millis() as u64;
+        race.name =
+            format!("random race with an invite during the relays' only call (seed {seed})");
+        race
+    }
+
+    /// The process that makes [`Race::mid_batch`]'s invite: the one after
+    /// the last relay.
+    fn inviter(&self) -> u32 {
+        self.relays + 1
+    }
+
     /// Keeps a few rows queued, fewer than a claim takes, and streams two
     /// invites into each slot while the relays poll.
     fn stream_in(&mut self, seed: u64, first: usize, people: &[String]) {
@@ -297,6 +331,7 @@ impl Race {
             polls: POLLS,
             poll_every_ms: None,
             streamed: Vec::new(),
+            mid_batch: None,
         }
     }
 
@@ -309,6 +344,7 @@ impl Race {
                 self.invites
                     .iter()
                     .chain(&self.streamed)
+                    .chain(&self.mid_batch)
                     .map(|i| (i.email.clone(), i.workspace.clone())),
             )
             .map(|(p, w)| (p, format!("You joined {w}")))
@@ -415,6 +451,9 @@ struct Played {
     /// Who each process was ("the setup", "relay-1", ...) and how it ended.
     exits: Vec<(String, Exit)>,
     history: History,
+    /// Whether [`Race::mid_batch`]'s person joined: an invite that could
+    /// not commit (a relay held the database past its wait) owes nothing.
+    joined_mid_batch: bool,
 }
 
 impl Played {
@@ -470,17 +509,83 @@ fn play(case: &Case, race: &Race) -> Result<Played> {
             .map(|n| race.relay(dir.path(), n, at))
             .collect();
         let app_db = dir.path().join(APP_DB);
-        let relays = std::thread::scope(|scope| {
-            match race.streamed.is_empty() {
-                true => scope.spawn(|| busy_writer(&app_db, at)),
-                false => scope.spawn(|| stream_writer(&app_db, at, &race.streamed)),
-            };
-            case.start_together(&plans)
+        let (relays, inviter) = std::thread::scope(|scope| {
+            if race.mid_batch.is_none() {
+                match race.streamed.is_empty() {
+                    true => scope.spawn(|| busy_writer(&app_db, at)),
+                    false => scope.spawn(|| stream_writer(&app_db, at, &race.streamed)),
+                };
+            }
+            match &race.mid_batch {
+                None => case.start_together(&plans).map(|relays| (relays, None)),
+                Some(invite) => invite_while_sending(case, race, dir.path(), &plans, invite),
+            }
         })?;
         exits.extend((1..=race.relays).map(relay_name).zip(relays));
+        exits.extend(inviter.map(|exit| ("the inviter".to_string(), exit)));
     }
     let history = History::read(dir.path())?;
-    Ok(Played { exits, history })
+    let joined_mid_batch = match &race.mid_batch {
+        Some(invite) if dir.path().join(APP_DB).exists() => {
+            read_pairs(dir.path(), "SELECT email, workspace FROM memberships")?
+                .contains(&(invite.email.clone(), invite.workspace.clone()))
+        }
+        _ => false,
+    };
+    Ok(Played {
+        exits,
+        history,
+        joined_mid_batch,
+    })
+}
+
+/// How long a relay's held send waits for the inviter at most.
+const HOLD_LIMIT: Duration = Duration::from_secs(20);
+
+/// Plays the relays of a race with an invite in the middle of their only
+/// call: once any relay has begun a send (held until the inviter ends),
+/// another process makes the invite through the case's own `invite`. The
+/// relays' sends wait for it and the inviter may wait for a relay's lock,
+/// so each may run longer before it counts as hung.
+fn invite_while_sending(
+    case: &Case,
+    race: &Race,
+    dir: &Path,
+    plans: &[Plan],
+    invite: &Invite,
+) -> Result<(Vec<Exit>, Option<Exit>)> {
+    let world = Recorder::open(dir, 0)?;
+    let held = Case {
+        timeout: case.timeout * 2 + HOLD_LIMIT,
+        ..case.clone()
+    };
+    let inviter = Plan {
+        dir: dir.to_path_buf(),
+        process: race.inviter(),
+        steps: vec![Step::with("invite", invite, &invite.email)],
+        seed: race.jitter_seed,
+        ..Plan::default()
+    };
+    std::thread::scope(|scope| {
+        let running = scope.spawn(|| held.start_together(plans));
+        let sending = || -> Result<bool> {
+            for n in 1..=race.relays {
+                if world.reached(Moment::Sending(n))? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        while !running.is_finished() && !sending()? {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let invited = case.start(&inviter);
+        Recorder::open(dir, race.inviter())?.record_ended(race.inviter())?;
+        let relays = running
+            .join()
+            .expect("the thread running the relays does not panic")?;
+        Ok((relays, Some(invited?)))
+    })
 }
 
 /// Another writer, such as an invite, holds the service's database when the
@@ -572,7 +677,14 @@ impl Tally {
             unsent: Vec::new(),
             per_relay: (1..=race.relays).map(|n| (n, 0)).collect(),
         };
-        for (recipient, _) in race.rows() {
+        let owed = race.rows().into_iter().filter(|(recipient, _)| {
+            played.joined_mid_batch
+                || race
+                    .mid_batch
+                    .as_ref()
+                    .is_none_or(|i| i.email != *recipient)
+        });
+        for (recipient, _) in owed {
             tally.rows += 1;
             let sends: Vec<&Delivery> = played.sends_to(&recipient).collect();
             let delivered: Vec<&Delivery> = sends
@@ -686,6 +798,13 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
                 .iter()
                 .filter(|&&s| s % 3 != 2)
                 .map(|&s| Race::streaming(s)),
+        )
+        .chain(
+            options
+                .seeds
+                .iter()
+                .filter(|&&s| s % 3 == 1)
+                .map(|&s| Race::mid_batch(s)),
         )
         .chain(std::iter::once(Race::slow_provider()))
         .collect();

@@ -370,8 +370,12 @@ const DIMENSIONS_2: &[Dimension<Scenario>] = {
             reached: |s| s.later.as_ref().is_some_and(|l| l.starts_at.is_some()),
         },
         Dimension {
-            name: "a deploy that keeps the service down for hours",
-            reached: |s| s.deploy_after.is_some() && s.downtime >= 60 * MINUTE,
+            name:
+                "a deploy that keeps the service down for hours, after a relay whose send may fail",
+            reached: |s| {
+                s.deploy_after.is_some_and(|after| after >= s.relay_every)
+                    && s.downtime >= 60 * MINUTE
+            },
         },
     ]
 };
