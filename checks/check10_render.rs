@@ -174,12 +174,21 @@ fn long_comment() -> String {
 }
 
 /// A text whose push (`prefix` then the text) is exactly `total` bytes, in
-/// characters of `width` bytes after a little ASCII to line them up.
-fn sized_text(prefix: usize, total: usize, width: usize) -> String {
+/// characters of `width` bytes after a little ASCII to line them up; with
+/// `word`, in words of that many characters, one space apart, as people
+/// write, then a few more characters and ASCII to make up the size.
+fn sized_text(prefix: usize, total: usize, width: usize, word: Option<usize>) -> String {
     let unit = ["a", "é", "日", "😀"][width - 1];
     let room = total.saturating_sub(prefix);
-    let mut text = " ".repeat(room % width);
-    text.push_str(&unit.repeat(room / width));
+    let Some(chars) = word else {
+        let mut text = " ".repeat(room % width);
+        text.push_str(&unit.repeat(room / width));
+        return text;
+    };
+    let word = format!("{} ", unit.repeat(chars));
+    let mut text = word.repeat(room / word.len());
+    text.push_str(&unit.repeat((room - text.len()) / width));
+    text.push_str(&"a".repeat(room - text.len()));
     text
 }
 
@@ -236,7 +245,7 @@ impl Batch {
         {
             let mut c = comment(3 + i, "ivy", "Long read", Some("Kai"), "");
             let prefix = c.push_text().map_or(0, |t| t.len());
-            c.text = Some(sized_text(prefix, total, width));
+            c.text = Some(sized_text(prefix, total, width, None));
             c.at = (i as i64 + 1) * MINUTE;
             comments.push(c);
         }
@@ -287,6 +296,10 @@ impl Batch {
             .collect();
         let count = rng.between(1, 4) as usize;
         let mut removed = Rng::new(seed ^ 0x1010_7e47_0ded);
+        // Half the long texts are words, one space apart, of 3 to 12
+        // characters (from a stream of their own, so the rest is drawn as
+        // before): a cut back to a space may fall far short of the limit.
+        let mut words = Rng::new(seed ^ 0x1010_3d0e_5000);
         let mut comments: Vec<Comment> = (1..=count)
             .map(|number| {
                 let who = rng.pick(&people).id.clone();
@@ -302,7 +315,9 @@ impl Batch {
                         let width = rng.between(1, 4) as usize;
                         let total = *rng.pick(&[4000, 4095, 4096, 4097, 4098, 4099, 5000]);
                         let prefix = c.push_text().map_or(0, |t| t.len());
-                        sized_text(prefix, total, width)
+                        let word =
+                            (words.between(0, 1) == 0).then(|| words.between(3, 12) as usize);
+                        sized_text(prefix, total, width, word)
                     }
                     _ => rng.pick(&TEXTS).to_string(),
                 });
@@ -1156,12 +1171,19 @@ fn first(played: &[Played], judge: impl Fn(&Played) -> Vec<String>, what: &str) 
 }
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
+    // The chapter's properties read every world the explorer plays too:
+    // its seeds reach each edge the rules turn on.
     let mut batches = vec![Batch::chapter(), Batch::edges()];
     batches.extend(
         options
             .seeds
             .iter()
             .map(|&s| Batch::generated(s.wrapping_add(1000))),
+    );
+    batches.extend(
+        lab::explore::seeds_of(&Generated, options.budget)
+            .into_iter()
+            .map(Batch::generated),
     );
     let played: Vec<Played> = in_parallel(&batches, |b| play(case, b))
         .into_iter()
@@ -1305,6 +1327,27 @@ const DIMENSIONS: &[Dimension<Batch>] = &[
                 c.push_text().is_some_and(|t| {
                     (PUSH_PAYLOAD_LIMIT + 1..PUSH_PAYLOAD_LIMIT + 4).contains(&t.len())
                 })
+            })
+        },
+    },
+    Dimension {
+        name: "a long text of words, a space every few bytes, whose push must be cut",
+        reached: |b| {
+            any_comment(b, |c| {
+                c.text.as_deref().is_some_and(|t| {
+                    t.len() > PUSH_PAYLOAD_LIMIT - 100 && t.trim_start().contains(' ')
+                })
+            })
+        },
+    },
+    Dimension {
+        name: "a push over the limit whose author left: the words for them take room too",
+        reached: |b| {
+            any_comment(b, |c| {
+                c.author.is_none()
+                    && c.text
+                        .as_deref()
+                        .is_some_and(|t| t.len() >= PUSH_PAYLOAD_LIMIT)
             })
         },
     },

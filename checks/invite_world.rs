@@ -71,6 +71,9 @@ pub struct Service {
     /// The relay that makes the last pass, once the burst is in: whatever
     /// its name, it sends what waits, alone.
     closing: u32,
+    /// The simulated time each send takes, in ms: a provider's answer takes
+    /// time, so the clock a relay read at its claim is stale by the answer.
+    send_ms: i64,
 }
 
 impl Service {
@@ -165,10 +168,12 @@ impl Explorer for Generated {
         // alone sends what waits. From a stream of its own, so the rest is
         // drawn as before.
         let closing = *Rng::new(seed ^ 0x0303_c105_e000).pick(&[1, 1, 2, 3, 9, 14]);
+        let send_ms = *Rng::new(seed ^ 0x0304_5e4d_0000).pick(&SEND_MS);
         Service {
             workspaces,
             processes,
             closing,
+            send_ms,
         }
     }
 
@@ -198,6 +203,10 @@ impl Explorer for Generated {
                         Vec::new()
                     },
                     steps,
+                    provider: ProviderScript {
+                        sim_latency_ms: service.send_ms,
+                        ..ProviderScript::default()
+                    },
                     ..Plan::default()
                 }
             })
@@ -315,8 +324,12 @@ impl Explorer for Generated {
             1 => String::new(),
             n => format!("; relay-{n} makes the last pass"),
         };
+        let slow = match service.send_ms {
+            0 => String::new(),
+            ms => format!("; each send takes {ms} ms"),
+        };
         format!(
-            "{}; {}{closing}",
+            "{}; {}{closing}{slow}",
             seats.join(", "),
             processes.join("; a deploy; ")
         )
@@ -646,8 +659,17 @@ const DIMENSIONS: &[Dimension<Service>] = {
             name: "the last pass made alone by a relay that is not relay-1",
             reached: |s| s.closing != 1,
         },
+        Dimension {
+            name:
+                "sends that take simulated time, so the clock moves between a claim and its marks",
+            reached: |s| s.send_ms > 0,
+        },
     ]
 };
+
+/// The simulated time a send takes in chapters 3 and 4's world, drawn per
+/// world: most answer at once, some take as long as chapter 3's races'.
+const SEND_MS: [i64; 4] = [0, 0, 150, 400];
 
 /// How long SQLite lets the raced invite wait for the write lock (rusqlite's
 /// default busy timeout), which a relay that keeps a transaction open across

@@ -369,3 +369,29 @@ fn a_claim_that_takes_old_claims_over_sends_rows_twice() {
     assert_eq!(code, 1);
     assert_eq!(report["verdicts"][3]["pass"], false, "{report:#}");
 }
+
+/// A mark fenced by the claim's time, read again from the clock at the
+/// mark: once a send has moved the clock the mark changes nothing, and a
+/// delivered row stays claimed for good.
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_mark_fenced_by_a_new_clock_reading_leaves_delivered_rows_claimed() {
+    let (code, report) = common::checked_json(&[
+        "4",
+        "--no-shrink",
+        "--variant",
+        "mark-fenced-by-a-new-clock",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        pattern(&report),
+        "PASS PASS PASS PASS PASS FAIL PASS FAIL PASS"
+    );
+    let details = report["verdicts"][7]["details"].to_string();
+    assert!(
+        details.contains("is still PROCESSING once the service is idle"),
+        "{details}"
+    );
+    let scenario = report["verdicts"][7]["scenario"].to_string();
+    assert!(scenario.contains("each send takes"), "{scenario}");
+}
