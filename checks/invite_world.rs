@@ -44,6 +44,7 @@ pub const RELAY_FAULTS: FaultModel = FaultModel {
     requests: &["invite"],
     keep_answers: false,
     lose_send: &["relay"],
+    lose_request: &[],
     strands: &[],
 };
 

@@ -140,8 +140,11 @@ fn the_reference_solution_passes_everything() {
     assert_eq!(v[4]["evidence"], "this is the reference solution");
     for explored in 5..8 {
         let evidence = v[explored]["evidence"].as_str().unwrap();
-        assert!(evidence.starts_with("5 scenarios, "), "{evidence}");
+        assert!(evidence.starts_with("6 scenarios, "), "{evidence}");
     }
+    // A relay's send lost on its way is played too: the row is still owed.
+    let explored = v[5]["evidence"].as_str().unwrap();
+    assert!(explored.contains("lost sends"), "{explored}");
 }
 
 #[test]
@@ -219,7 +222,7 @@ fn one_email_per_person_never_tells_a_second_workspace() {
     let (code, report) =
         common::checked_json(&["1", "--no-shrink", "--variant", "one-email-per-person"]);
     assert_eq!(code, 1);
-    assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL FAIL PASS PASS");
+    assert_eq!(pattern(&report), "PASS PASS PASS PASS FAIL PASS PASS PASS");
     let agrees = &report["verdicts"][AGREES];
     // Someone invited to two workspaces, told about the first only.
     let scenario = agrees["scenario"].as_str().unwrap();
@@ -332,7 +335,7 @@ fn marking_the_whole_round_at_its_end_loses_an_invite_made_during_it() {
     let (code, report) =
         common::checked_json(&["1", "--no-shrink", "--variant", "mark-round-at-end"]);
     assert_eq!(code, 1);
-    assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS PASS PASS PASS");
+    assert_eq!(pattern(&report), "PASS FAIL PASS PASS PASS FAIL FAIL PASS");
     let scenario = report["verdicts"][1]["scenario"].as_str().unwrap();
     assert!(
         scenario.contains("during which another process invites"),
@@ -367,4 +370,27 @@ fn an_invite_made_twice_that_queues_a_second_email_tells_the_member_twice() {
             .contains("got the same email 2 times"),
         "{told}"
     );
+}
+
+/// A relay that gives up on an email (a failed send marked sent anyway,
+/// or a row too old to bother with) loses it: a request lost on its way,
+/// or a deploy that keeps the service down for hours, leaves an email owed
+/// that the next relay must still send.
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_relay_that_gives_up_on_an_owed_email_loses_it() {
+    for variant in ["failed-send-marked-sent", "outbox-rows-expire"] {
+        let (code, report) = common::checked_json(&["1", "--no-shrink", "--variant", variant]);
+        assert_eq!(code, 1, "{variant}");
+        assert_eq!(
+            pattern(&report),
+            "PASS PASS PASS PASS PASS FAIL PASS FAIL",
+            "{variant}"
+        );
+        let settled = report["verdicts"][7]["details"].to_string();
+        assert!(
+            settled.contains("is marked sent, but never reached the provider"),
+            "{variant}: {settled}"
+        );
+    }
 }

@@ -121,6 +121,12 @@ pub struct FaultModel {
     /// as at start-up, as it would later in production: what the fault left
     /// owed must go out then, once.
     pub lose_send: &'static [&'static str],
+    /// Operations whose sends may be lost on their way only: the provider
+    /// never gets the request, and the caller sees a timeout. A chapter
+    /// whose sends carry no key yet (chapter 1) plays this half of
+    /// [`FaultModel::lose_send`]: the row must still go out, once, while an
+    /// answer lost after a delivery is chapter 2's to judge.
+    pub lose_request: &'static [&'static str],
     /// Operations whose faults may strand what the process had claimed:
     /// before chapter 6's sweep, nobody hands back a claim a crashed relay
     /// held or a failed send left. Under such a fault a message may go
@@ -143,6 +149,7 @@ impl FaultModel {
         requests: &["publish"],
         keep_answers: false,
         lose_send: &[],
+        lose_request: &[],
         strands: &[],
     };
 
@@ -161,6 +168,7 @@ impl FaultModel {
         requests: &["publish"],
         keep_answers: false,
         lose_send: &[],
+        lose_request: &[],
         strands: &["dispatch"],
     };
 }
@@ -961,7 +969,8 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
                 if delivered {
                     unrecorded.insert((event.process, op.to_string()));
                 }
-                if delivered && model.lose_send.contains(&op) {
+                let answer = model.lose_send.contains(&op);
+                if delivered && (answer || model.lose_request.contains(&op)) {
                     let lost = [
                         Fault::TimeoutAfterSend {
                             op: op.to_string(),
@@ -972,7 +981,8 @@ fn fault_points(model: &FaultModel, history: &History) -> Vec<Point> {
                             nth: *n,
                         },
                     ];
-                    for (fault, kind) in lost.into_iter().zip(["answer", "request"]) {
+                    let kinds = lost.into_iter().zip(["answer", "request"]);
+                    for (fault, kind) in kinds.skip(usize::from(!answer)) {
                         points.push(Point {
                             injected: Injected {
                                 process: event.process,
