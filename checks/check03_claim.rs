@@ -559,6 +559,12 @@ fn invite_while_sending(
         timeout: case.timeout * 2 + HOLD_LIMIT,
         ..case.clone()
     };
+    // A relay that sends inside its claim holds the write lock: the invite
+    // waits SQLite's busy timeout for it, then gives up, which is no hang.
+    let waiting = Case {
+        timeout: case.timeout + 2 * super::invite_world::LOCK_WAIT,
+        ..case.clone()
+    };
     let inviter = Plan {
         dir: dir.to_path_buf(),
         process: race.inviter(),
@@ -579,7 +585,7 @@ fn invite_while_sending(
         while !running.is_finished() && !sending()? {
             std::thread::sleep(Duration::from_millis(1));
         }
-        let invited = case.start(&inviter);
+        let invited = waiting.start(&inviter);
         Recorder::open(dir, race.inviter())?.record_ended(race.inviter())?;
         let relays = running
             .join()

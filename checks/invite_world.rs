@@ -676,7 +676,7 @@ const SEND_MS: [i64; 4] = [0, 0, 150, 400];
 /// default busy timeout), which a relay that keeps a transaction open across
 /// its send holds: the processes of the race get that much more time, so
 /// that such a relay meets a refused invite, never a hang.
-const LOCK_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// What a relay round raced by an invite left behind.
 pub struct Raced {

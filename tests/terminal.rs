@@ -131,7 +131,7 @@ fn a_learners_case_from_a_signature_error_to_a_warned_pass_then_reset_and_restor
     let text = stdout(&out);
     let last = text.lines().last().unwrap_or_default();
     assert!(
-        last.starts_with("case 1 passes: all 8 properties hold on the chapter's own scenarios and on 5 generated scenarios, under "),
+        last.starts_with("case 1 passes: all 8 properties hold on the chapter's own scenarios and on 6 generated scenarios, under "),
         "{text}"
     );
     assert!(last.ends_with("Next: `notify read 2`."), "{last}");

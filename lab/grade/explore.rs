@@ -2460,11 +2460,22 @@ pub fn explore<E: Explorer>(
                 _ => evidence.clone(),
             };
             let mut verdict = Verdict::pass(rule.property(), evidence);
+            let faults = match coverage.lost {
+                0 => format!(
+                    "{} and {}",
+                    counted(coverage.crashes, "crash point"),
+                    counted(coverage.failing, "failing commit")
+                ),
+                n => format!(
+                    "{}, {} and {}",
+                    counted(coverage.crashes, "crash point"),
+                    counted(coverage.failing, "failing commit"),
+                    counted(n, "lost send")
+                ),
+            };
             verdict.explored = Some(format!(
-                "{}, under {} and {}{lost}",
+                "{}, under {faults}",
                 counted(coverage.scenarios, "generated scenario"),
-                counted(coverage.crashes, "crash point"),
-                counted(coverage.failing, "failing commit")
             ));
             verdicts.push(verdict);
             continue;
