@@ -2460,22 +2460,18 @@ pub fn explore<E: Explorer>(
                 _ => evidence.clone(),
             };
             let mut verdict = Verdict::pass(rule.property(), evidence);
-            let faults = match coverage.lost {
-                0 => format!(
-                    "{} and {}",
-                    counted(coverage.crashes, "crash point"),
-                    counted(coverage.failing, "failing commit")
-                ),
-                n => format!(
-                    "{}, {} and {}",
-                    counted(coverage.crashes, "crash point"),
-                    counted(coverage.failing, "failing commit"),
-                    counted(n, "lost send")
-                ),
-            };
+            let mut faults = vec![
+                counted(coverage.crashes, "crash point"),
+                counted(coverage.failing, "failing commit"),
+            ];
+            if coverage.lost > 0 {
+                faults.push(counted(coverage.lost, "lost send"));
+            }
+            let last = faults.pop().unwrap_or_default();
             verdict.explored = Some(format!(
-                "{}, under {faults}",
+                "{}, under {} and {last}",
                 counted(coverage.scenarios, "generated scenario"),
+                faults.join(", ")
             ));
             verdicts.push(verdict);
             continue;
