@@ -104,6 +104,17 @@ const EVENTS: [&str; 5] = [
     "the book club",
 ];
 
+/// The text of a generated world's `n`th notification, counting from 0:
+/// "Sam commented on the picnic (#0)".
+fn numbered(n: usize) -> String {
+    let (_, doing) = DOINGS[n % DOINGS.len()];
+    format!(
+        "{} {doing} {} (#{n})",
+        ACTORS[n % ACTORS.len()],
+        EVENTS[n % EVENTS.len()]
+    )
+}
+
 /// What one world left behind.
 struct Played {
     world: World,
@@ -161,6 +172,24 @@ fn play(case: &Case, world: &World) -> Result<Played> {
     let case = case.patient(PATIENCE);
     let exits = case.start_in_turn(&world.plans(dir.path()))?;
     let exit = exits.into_iter().last().unwrap_or(Exit::Finished);
+    let history = History::read(dir.path())?;
+    let rows = read_ledger(dir.path(), &history)?;
+    Ok(Played {
+        world: world.clone(),
+        exit,
+        history,
+        rows,
+    })
+}
+
+/// Plays a generated world without a fault, as the explorer does: the
+/// dispatcher starts again after each process a poison message kills.
+fn play_generated(case: &Case, world: &World) -> Result<Played> {
+    let (dir, exits) = lab::explore::play_plain(&Generated, &case.patient(PATIENCE), world)?;
+    let exit = exits
+        .into_iter()
+        .find(|e| *e != Exit::Finished)
+        .unwrap_or(Exit::Finished);
     let history = History::read(dir.path())?;
     let rows = read_ledger(dir.path(), &history)?;
     Ok(Played {
@@ -286,15 +315,26 @@ fn named() -> [World; 5] {
 
 fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let worlds = named();
-    let played: Vec<Played> = in_parallel(&worlds, |w| play(case, w))
+    // The working channel's rule holds in every world the explorer plays
+    // too, whose seeds are chosen to reach each situation the rules turn on.
+    let mut generated: Vec<World> = lab::explore::seeds_of(&Generated, options.budget)
+        .into_iter()
+        .map(World::generate)
+        .collect();
+    generated.extend(drain_worlds(options.budget));
+    let mut everywhere: Vec<Played> = in_parallel(&worlds, |w| play(case, w))
         .into_iter()
         .collect::<Result<_>>()?;
+    for played in in_parallel(&generated, |w| play_generated(case, w)) {
+        everywhere.push(played?);
+    }
+    let played = &everywhere[..worlds.len()];
     let quiet = &played[1..2];
     let mut verdicts = vec![
-        judge(NOT_DEAD, &played, not_dead),
-        judge(DELIVERED, &played, delivered),
-        judge(FEW_ATTEMPTS, &played, few_attempts),
-        judge(HEALTHY, &played, healthy),
+        judge(NOT_DEAD, played, not_dead),
+        judge(DELIVERED, played, delivered),
+        judge(FEW_ATTEMPTS, played, few_attempts),
+        judge(HEALTHY, &everywhere, healthy),
         judge(LONE, quiet, lone),
     ];
     let reference = options.reference.as_ref().map(|r| r.patient(PATIENCE));
@@ -316,7 +356,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     verdicts.extend(raced);
     Ok(Checked {
         verdicts,
-        processes: played.len() + explored.processes + racers,
+        processes: everywhere.len() + explored.processes + racers,
     })
 }
 
@@ -485,10 +525,13 @@ fn healthy(played: &Played) -> Judged {
     let w = &played.world;
     let down = w.down();
     let limited = |t: &Told| matches!(w.people[t.who].script, Script::Limited(_));
-    let working: Vec<&Told> = w
-        .expected()
-        .filter(|t| w.people[t.who].channel != down && !limited(t))
-        .collect();
+    let working: Vec<&Told> = match w.name {
+        Some(_) => w
+            .expected()
+            .filter(|t| w.people[t.who].channel != down && !limited(t))
+            .collect(),
+        None => w.expected().filter(|t| w.calm(t)).collect(),
+    };
     let up = working.first().map_or("push", |t| w.people[t.who].channel);
     let waits: Vec<(&Told, Option<i64>)> = working
         .iter()
@@ -524,9 +567,10 @@ fn healthy(played: &Played) -> Judged {
             ),
         }
     }));
-    details.push(format!(
-        "the {up} provider worked throughout: only the {down} provider was down."
-    ));
+    details.push(match w.name {
+        Some(_) => format!("the {up} provider worked throughout: only the {down} provider was down."),
+        None => "each went to an address that works, on a channel with no trouble of its own then, and nobody on it failing in the minutes before.".to_string(),
+    });
     Err(played.finding(tally, details))
 }
 
@@ -833,14 +877,8 @@ impl World {
         };
         let mut texts = 0usize;
         let mut text = move || {
-            let n = texts;
             texts += 1;
-            let (_, doing) = DOINGS[n % DOINGS.len()];
-            format!(
-                "{} {doing} {} (#{n})",
-                ACTORS[n % ACTORS.len()],
-                EVENTS[n % EVENTS.len()]
-            )
+            numbered(texts - 1)
         };
 
         // The providers' troubles: up to three, on either channel, apart
@@ -1351,6 +1389,97 @@ impl World {
             backlog.insert(backlog.len().min(5), told);
         }
         world.ended()
+    }
+
+    /// The world of `seed` with each backlog larger than a claim grown to
+    /// eight to ten claims, so that its drain outlasts the 10 s in which
+    /// the other channel must still be told; and the other channel told
+    /// something every 2 to 5 s while it drains, from the trouble's end
+    /// until after the breaker's first probe. Drawn from a stream of its
+    /// own. Only the working channel's rule reads such a world, played
+    /// without faults ([`DRAINS`]): every play of one costs about a second.
+    fn draining(seed: u64) -> World {
+        let mut world = World::generate(seed);
+        let mut big = Rng::new(seed ^ 0x0707_b16b_ac10);
+        let mut texts = world.told().len();
+        let mut text = move || {
+            texts += 1;
+            numbered(texts - 1)
+        };
+        for i in 0..world.stretches.len() {
+            let Some(trouble) = world.stretches[i].trouble.clone() else {
+                continue;
+            };
+            let landed = world.stretches[i].told.iter();
+            let backlog = landed.filter(|t| t.at == trouble.from).count() as u64;
+            if backlog <= BATCH {
+                continue;
+            }
+            let pool = world.crowd(trouble.channel, !trouble.hang);
+            for _ in 0..big.between(7 * BATCH, 9 * BATCH) {
+                let who = *big.pick(&pool);
+                world.stretches[i].told.push(Told {
+                    at: trouble.from,
+                    who,
+                    text: text(),
+                });
+            }
+            let other = if trouble.channel == "email" {
+                "push"
+            } else {
+                "email"
+            };
+            let fine: Vec<usize> = world
+                .crowd(other, false)
+                .into_iter()
+                .filter(|&k| world.people[k].script == Script::Fine)
+                .collect();
+            let mut told = Vec::new();
+            let mut at = trouble.to + big.between(0, 5) as i64 * SECOND;
+            while at < trouble.to + PROBE_EVERY + 15 * SECOND {
+                let near = world.troubles().any(|t| {
+                    t.channel == other && (t.from - QUIET_BEFORE..t.to + SETTLING).contains(&at)
+                });
+                if !near {
+                    told.push(Told {
+                        at,
+                        who: *big.pick(&fine),
+                        text: text(),
+                    });
+                }
+                at += big.between(2, 5) as i64 * SECOND;
+            }
+            world.stretches.push(Stretch {
+                trouble: None,
+                told,
+            });
+        }
+        world.ended()
+    }
+
+    /// Whether `t`, in a generated world, must reach its person within
+    /// [`HEALTHY_WITHIN`], as on a channel that works: its address works,
+    /// its channel has no trouble going on or settling, nobody on its
+    /// channel fails on their own in the minutes before (such failures
+    /// may rightly open a breaker on a provider that works), and no deploy
+    /// or poison message is near.
+    fn calm(&self, t: &Told) -> bool {
+        let p = &self.people[t.who];
+        let soon = t.at + HEALTHY_WITHIN;
+        let troubled = self.told().into_iter().any(|o| {
+            let q = &self.people[o.who];
+            let poison = matches!(q.script, Script::Poison(_)) && o.at <= soon;
+            let near = (t.at - SPECIAL_LIFE..=soon).contains(&o.at);
+            poison || (q.channel == p.channel && q.script != Script::Fine && near)
+        });
+        let deployed = self
+            .deploy_at
+            .is_some_and(|d| (d - HEALTHY_WITHIN..=d + HEALTHY_WITHIN).contains(&t.at));
+        p.script == Script::Fine
+            && !self.unsettled(p.channel, t.at)
+            && !self.unsettled(p.channel, soon)
+            && !troubled
+            && !deployed
     }
 
     /// Whom a crowd on `channel` may include: people told any number of
@@ -1886,6 +2015,49 @@ fn backlogs(w: &World) -> impl Iterator<Item = (&Trouble, Vec<&Someone>)> {
         let t = s.trouble.as_ref()?;
         Some((t, s.told.iter().map(|told| &w.people[told.who]).collect()))
     })
+}
+
+/// Whether a backlog on `channel` too large to drain within 10 s of
+/// wake-ups comes back while the other channel is told something calm.
+fn drains_beside(w: &World, channel: &str) -> bool {
+    backlogs(w).any(|(t, rows)| {
+        t.channel == channel
+            && rows.len() as u64 > 6 * BATCH
+            && w.told().iter().any(|o| {
+                w.people[o.who].channel != t.channel
+                    && (t.to..t.to + PROBE_EVERY + 15 * SECOND).contains(&o.at)
+                    && w.calm(o)
+            })
+    })
+}
+
+/// The situations only the working channel's rule turns on: a drain
+/// longer than the 10 s in which the other channel must be told. A world
+/// that reaches one is played once, without faults, beside the explorer's
+/// (a backlog of eight claims and more costs each play about a second).
+const DRAINS: &[Dimension<World>] = &[
+    Dimension {
+        name: "an email backlog of more claims than fit in 10 s of wake-ups draining as the provider comes back, while a push goes out",
+        reached: |w| drains_beside(w, "email"),
+    },
+    Dimension {
+        name: "a push backlog of more claims than fit in 10 s of wake-ups draining as the provider comes back, while an email goes out",
+        reached: |w| drains_beside(w, "push"),
+    },
+];
+
+/// For each of [`DRAINS`], the first world of the budget's seeds and
+/// after that reaches it.
+fn drain_worlds(budget: lab::explore::Budget) -> Vec<World> {
+    let first = budget.first_seed;
+    let mut worlds = Vec::new();
+    for dimension in DRAINS {
+        let found = (first..first + lab::explore::SEARCHED_SEEDS)
+            .map(World::draining)
+            .find(|w| (dimension.reached)(w));
+        worlds.extend(found);
+    }
+    worlds
 }
 
 /// The situations chapter 7's rules turn on.

@@ -241,6 +241,18 @@ impl Played {
             .collect()
     }
 
+    /// When an email with `p`'s text was sent to its person, whatever
+    /// the email provider answered: when the service fell back. An email
+    /// provider that refuses the address does not hide the moment.
+    fn fallbacks_for(&self, p: &Told) -> Vec<i64> {
+        let (text, email) = (p.text(), p.member.email());
+        self.history
+            .attempts("email")
+            .filter(|d| d.recipient == email && d.body.contains(&text))
+            .map(|d| d.at_ms)
+            .collect()
+    }
+
     /// When emails reached `person`, in order.
     fn emails_to(&self, person: &Member) -> Vec<i64> {
         self.history
@@ -324,6 +336,20 @@ fn play(case: &Case, w: &World, fault: Option<Fault>) -> Result<Played> {
     Ok(Played {
         world: w.clone(),
         fault,
+        exits,
+        history,
+        rows,
+    })
+}
+
+/// Plays a generated world without a fault, as the explorer does.
+fn play_generated(case: &Case, w: &World) -> Result<Played> {
+    let (dir, exits) = lab::explore::play_plain(&Generated, &case.patient(PATIENCE), w)?;
+    let history = History::read(dir.path())?;
+    let rows = read_ledger(dir.path(), &history)?;
+    Ok(Played {
+        world: w.clone(),
+        fault: None,
         exits,
         history,
         rows,
@@ -462,9 +488,20 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     // An important push's last attempt answers after the sweep has
     // dead-lettered it and queued the fallback: played beside the others.
     let (chapter, late, outage) = (World::chapter(), World::late(), World::outage());
-    let (played, late_played, outage_played) = std::thread::scope(|scope| {
+    // The chapter's properties read every world the explorer plays too,
+    // whose seeds are chosen to reach each situation its rules turn on.
+    let generated: Vec<World> = lab::explore::seeds_of(&Generated, options.budget)
+        .into_iter()
+        .map(World::generated)
+        .collect();
+    let (played, late_played, outage_played, generated_played) = std::thread::scope(|scope| {
         let late_run = scope.spawn(|| play_late(case, &late));
         let outage_run = scope.spawn(|| play(case, &outage, None));
+        let generated_run = scope.spawn(|| {
+            in_parallel(&generated, |w| play_generated(case, w))
+                .into_iter()
+                .collect::<Result<Vec<_>>>()
+        });
         let played = play(case, &chapter, None);
         let late_played = late_run
             .join()
@@ -472,9 +509,13 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
         let outage_played = outage_run
             .join()
             .expect("the thread playing the long outage does not panic");
-        (played, late_played, outage_played)
+        let generated_played = generated_run
+            .join()
+            .expect("the thread playing the generated worlds does not panic");
+        (played, late_played, outage_played, generated_played)
     });
-    let (played, late_played, outage_played) = (played?, late_played?, outage_played?);
+    let (played, late_played, outage_played, generated_played) =
+        (played?, late_played?, outage_played?, generated_played?);
 
     // For each important push the chapter's batch dead-lettered, crash
     // straight after the first dispatch commit that follows its last attempt:
@@ -546,11 +587,17 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let mut all: Vec<&Played> = vec![&played];
     all.extend(&lost_played);
     all.extend([&late_played, &outage_played]);
+    // Which kinds fall back, and when, are rules whatever the email
+    // provider does; who is told, and by one email, are judged where email
+    // works throughout (the explorer's worlds are judged on them against
+    // the reference).
+    let mut wide = all.clone();
+    wide.extend(&generated_played);
     let mut verdicts = vec![
         judge(TOLD, &all, told),
         judge(ONE_EACH, &all, one_each),
-        judge(IMPORTANT_ONLY, &all, important_only),
-        judge(NOT_EARLY, &all, not_early),
+        judge(IMPORTANT_ONLY, &wide, important_only),
+        judge(NOT_EARLY, &wide, not_early),
         crash_verdict(&played, &crashes),
         judge(DEADLINE, &[&outage_played], deadline),
     ];
@@ -570,7 +617,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
     let (explored, (raced, racers)) = (explored?, raced?);
     verdicts.extend(explored.verdicts);
     verdicts.extend(raced);
-    let processes: usize = all
+    let processes: usize = wide
         .into_iter()
         .chain(crashes.iter().map(|c| &c.played))
         .map(|p| p.exits.len())
@@ -748,7 +795,7 @@ fn important_only(played: &Played) -> Judged {
         .collect();
     let emailed: Vec<&Told> = others
         .iter()
-        .filter(|p| !played.emails_about(p).is_empty())
+        .filter(|p| !played.fallbacks_for(p).is_empty())
         .collect();
     let tally = format!(
         "{} email{} for {} other push{} dead-lettered",
@@ -780,7 +827,7 @@ fn not_early(played: &Played) -> Judged {
     let mut details = Vec::new();
     for p in w.notices().filter(|p| p.member.channel == "push") {
         let p = &p;
-        let emails = played.emails_about(p);
+        let emails = played.fallbacks_for(p);
         let attempts = played.push_attempts_answered_by(p, w.late);
         // An important push that waited this long goes by email, however
         // many attempts it has left.

@@ -376,7 +376,7 @@ fn one_claim_for_both_channels_starves_the_one_that_works() {
     let (report, pattern) = variant("one-claim-for-both");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL PASS PASS PASS PASS PASS FAIL FAIL PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL PASS PASS PASS PASS PASS FAIL FAIL PASS PASS PASS"
     );
     assert_held_back(&report);
 }
@@ -420,7 +420,7 @@ fn a_probe_that_never_closes_the_breaker_leaves_a_dead_address_waiting() {
     let (report, pattern) = variant("probe-never-closes");
     assert_eq!(
         pattern,
-        "PASS PASS PASS PASS PASS FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS PASS"
+        "PASS PASS PASS FAIL PASS FAIL FAIL PASS FAIL FAIL PASS PASS PASS PASS PASS PASS"
     );
     // A generated scenario names its seed, for `--seed` to replay it.
     let seed = report["verdicts"][SETTLED]["seed"].as_u64();
@@ -744,4 +744,23 @@ fn a_failed_probe_handed_back_without_its_fence_is_sent_twice() {
         "{late}"
     );
     assert!(late.contains("delivered, then attempted again"), "{late}");
+}
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn one_batch_shared_by_both_channels_holds_the_working_one_behind_a_drain() {
+    // A backlog of eight claims and more drains one claim per wake-up;
+    // pushes due meanwhile wait past their 10 s. The working channel's
+    // rule reads the explorer's worlds, and worlds whose drains are that
+    // long, without faults.
+    let (report, pattern) = variant("shared-batch");
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS PASS"
+    );
+    assert!(
+        said(&report, 3).contains("nobody on it failing"),
+        "{}",
+        said(&report, 3)
+    );
 }

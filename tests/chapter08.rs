@@ -578,3 +578,22 @@ fn a_hand_back_fenced_by_status_alone_takes_a_row_another_dispatcher_is_sending(
         "{details}"
     );
 }
+
+#[test]
+#[ignore = "grades a catalogued fix; run with `cargo test -- --include-ignored`, as CI does"]
+fn a_deadline_that_looks_ahead_falls_back_before_the_last_attempt() {
+    // A phone answered 429 with a long Retry-After: its fourth attempt
+    // falls past the 10 minutes, and the email goes after the third. The
+    // fallback rules read the explorer's worlds, and an email the provider
+    // refuses still says when the service fell back.
+    let (code, pattern, report) = check(&["--no-shrink", "--variant", "deadline-foreseen"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        pattern,
+        "PASS PASS PASS FAIL PASS PASS FAIL PASS PASS PASS PASS PASS PASS PASS PASS"
+    );
+    assert!(
+        details_of(&report, 3).contains("the last was still to come"),
+        "{report}"
+    );
+}

@@ -736,6 +736,73 @@ fn play<E: Explorer>(
     scenario: &E::Scenario,
     fault: Option<&Injected>,
 ) -> Result<Played> {
+    let Ran {
+        dir,
+        exits,
+        poisoned,
+    } = run(explorer, case, scenario, fault)?;
+    let mut history = History::read(dir.path())?;
+    for d in &mut history.deliveries {
+        d.message = explorer.message_of(scenario, &d.channel, &d.recipient, &d.body);
+    }
+    let run = Run {
+        dir: dir.path(),
+        history: &history,
+    };
+    let (observation, unreadable) = match explorer.observe(scenario, &run) {
+        Ok(observation) => (observation, None),
+        Err(err) => (
+            Observation::default(),
+            Some(format!("what the service left could not be read: {err:#}")),
+        ),
+    };
+    Ok(Played {
+        observation,
+        history,
+        exits,
+        poisoned,
+        unreadable,
+    })
+}
+
+/// What the processes of one play left: their folder, how each ended, and
+/// which of them a poison message killed.
+struct Ran {
+    dir: tempfile::TempDir,
+    exits: Vec<Exit>,
+    poisoned: Vec<u32>,
+}
+
+/// `scenario` played without a fault on `case`, as the explorer plays it
+/// (restarted after each process a poison message kills): its folder, for
+/// a chapter that judges its own properties over the explorer's worlds
+/// too, and how each process ended, less those the poison killed (the
+/// world's doing, not the case's).
+pub fn play_plain<E: Explorer>(
+    explorer: &E,
+    case: &Case,
+    scenario: &E::Scenario,
+) -> Result<(tempfile::TempDir, Vec<Exit>)> {
+    let ran = run(explorer, case, scenario, None)?;
+    let exits = ran
+        .exits
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !ran.poisoned.contains(&(*i as u32 + 1)))
+        .map(|(_, exit)| exit)
+        .collect();
+    Ok((ran.dir, exits))
+}
+
+/// Plays `scenario`'s plans on `case` with `fault`, restarting after a
+/// crash or a poison message, then once more a while after a fault the
+/// service survived.
+fn run<E: Explorer>(
+    explorer: &E,
+    case: &Case,
+    scenario: &E::Scenario,
+    fault: Option<&Injected>,
+) -> Result<Ran> {
     let dir = scenario_dir()?;
     let plans = explorer.plans(scenario, dir.path());
     let mut exits = Vec::new();
@@ -797,27 +864,10 @@ fn play<E: Explorer>(
             exits.push(case.start(&later)?);
         }
     }
-    let mut history = History::read(dir.path())?;
-    for d in &mut history.deliveries {
-        d.message = explorer.message_of(scenario, &d.channel, &d.recipient, &d.body);
-    }
-    let run = Run {
-        dir: dir.path(),
-        history: &history,
-    };
-    let (observation, unreadable) = match explorer.observe(scenario, &run) {
-        Ok(observation) => (observation, None),
-        Err(err) => (
-            Observation::default(),
-            Some(format!("what the service left could not be read: {err:#}")),
-        ),
-    };
-    Ok(Played {
-        observation,
-        history,
+    Ok(Ran {
+        dir,
         exits,
         poisoned,
-        unreadable,
     })
 }
 
