@@ -45,7 +45,7 @@ pub const CHAPTER: Chapter = Chapter {
     shipped_hash: 0xecc1_e8f1_80e0_5875,
     run,
     check,
-    coverage: |budget| lab::explore::coverage(&Generated, budget),
+    coverage,
     bands: |history, _| lab::picture::bands(&Generated, history),
 };
 
@@ -2058,6 +2058,18 @@ fn drain_worlds(budget: lab::explore::Budget) -> Vec<World> {
         worlds.extend(found);
     }
     worlds
+}
+
+/// How many worlds of `budget` reach each situation the rules turn on: the
+/// explorer's, then the drains the working channel's rule reads.
+fn coverage(budget: lab::explore::Budget) -> Vec<lab::explore::Reached> {
+    let mut reached = lab::explore::coverage(&Generated, budget);
+    let drains = drain_worlds(budget);
+    reached.extend(DRAINS.iter().map(|d| lab::explore::Reached {
+        rule: d.name.to_string(),
+        worlds: drains.iter().filter(|w| (d.reached)(w)).count(),
+    }));
+    reached
 }
 
 /// The situations chapter 7's rules turn on.
