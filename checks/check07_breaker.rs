@@ -1466,7 +1466,7 @@ impl World {
     fn calm(&self, t: &Told) -> bool {
         let p = &self.people[t.who];
         let soon = t.at + HEALTHY_WITHIN;
-        let troubled = self.told().into_iter().any(|o| {
+        let troubled = self.stretches.iter().flat_map(|s| &s.told).any(|o| {
             let q = &self.people[o.who];
             let poison = matches!(q.script, Script::Poison(_)) && o.at <= soon;
             let near = (t.at - SPECIAL_LIFE..=soon).contains(&o.at);
