@@ -383,8 +383,26 @@ fn an_interrupted_check_leaves_no_scenario_folders_behind() {
     unsafe {
         libc::kill(pid as libc::pid_t, libc::SIGINT);
     }
-    let status = child.wait().unwrap();
+    // Ended within a minute, or stopped here with a clear failure: a wait
+    // without an end would hold the whole test run.
+    let interrupted = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if interrupted.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("notify did not end within 60 s of SIGINT");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert!(!status.success(), "{status:?}");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGINT),
+        "notify ends by the signal it was sent"
+    );
     assert_eq!(
         run_folders(scratch.path()),
         Vec::<String>::new(),

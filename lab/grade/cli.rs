@@ -469,26 +469,48 @@ fn end_by_broken_pipe() -> ! {
     std::process::exit(EXIT_PASS)
 }
 
+/// Makes SIGINT, SIGTERM and SIGHUP stop the case processes and remove
+/// the scenario folders before `notify` ends by the signal. The signals are
+/// blocked in every thread (threads started later inherit the mask, and
+/// `std::process` gives each child a clean one) and taken by one thread
+/// that waits for them, so the clean-up runs as ordinary code. A handler
+/// could only make async-signal-safe calls, and one that started `rm` with
+/// fork(2) hung when the signal came while its thread held an allocator
+/// lock that fork takes.
 #[cfg(unix)]
 fn stop_children_on_signals() {
-    extern "C" fn stop(signal: libc::c_int) {
+    const ENDING: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    // SAFETY: sigemptyset, sigaddset and pthread_sigmask on a set owned
+    // here; called first thing in `main`, before any thread is started.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in ENDING {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    std::thread::spawn(move || loop {
+        let mut signal: libc::c_int = 0;
+        // SAFETY: sigwait on the set made above, into a local.
+        if unsafe { libc::sigwait(&set, &mut signal) } != 0 {
+            continue;
+        }
         crate::runner::stop_all();
-        crate::runner::remove_run_dir_on_signal();
-        // SAFETY: async-signal-safe calls only: kill, signal, raise.
+        crate::runner::remove_run_dir_while_playing();
+        // SAFETY: restores the signal's default action, unblocks it in this
+        // thread only and raises it there: `notify` ends by the signal, as
+        // the shell expects of a tool it interrupted.
         unsafe {
+            let mut one: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut one);
+            libc::sigaddset(&mut one, signal);
             libc::signal(signal, libc::SIG_DFL);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
             libc::raise(signal);
         }
-    }
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installs a handler that only makes async-signal-safe calls.
-        unsafe {
-            libc::signal(
-                signal,
-                stop as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-        }
-    }
+    });
 }
 
 #[cfg(not(unix))]

@@ -705,11 +705,8 @@ fn scenario_base() -> PathBuf {
 /// the process id, so a later run can tell whether its owner is gone.
 const RUN_PREFIX: &str = "notify-run-";
 
-/// This run's folder of scenario folders, with its path and the name it
-/// is moved to before it is removed, for a signal handler (C strings made
-/// before any signal can come).
-static RUN_DIR: std::sync::OnceLock<Option<(PathBuf, std::ffi::CString, std::ffi::CString)>> =
-    std::sync::OnceLock::new();
+/// This run's folder of scenario folders, made on first use.
+static RUN_DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
 
 /// The folder every scenario folder of this run goes in, made on first
 /// use. Folders left by runs that are gone (killed with SIGKILL, say) are
@@ -723,13 +720,10 @@ fn run_dir() -> Result<PathBuf> {
             .tempdir_in(&base)
             .ok()?
             .keep();
-        let c_path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
-        let gone = [dir.as_os_str().as_encoded_bytes(), b".gone"].concat();
-        let c_gone = std::ffi::CString::new(gone).ok()?;
-        Some((dir, c_path, c_gone))
+        Some(dir)
     });
     match made {
-        Some((dir, _, _)) => Ok(dir.clone()),
+        Some(dir) => Ok(dir.clone()),
         None => {
             let base = scenario_base();
             anyhow::bail!(
@@ -775,47 +769,27 @@ fn alive(_pid: u32) -> bool {
 
 /// Removes this run's folder of scenario folders, at the end of a run.
 pub fn remove_run_dir() {
-    if let Some(Some((dir, _, _))) = RUN_DIR.get() {
+    if let Some(Some(dir)) = RUN_DIR.get() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
 
-/// Removes this run's folder from a signal handler. The folder is first
-/// moved aside, so that the threads still playing scenarios can make no
-/// new folder in it, then removed by `rm -rf` in a child process: rename,
-/// fork, exec and wait are safe in a signal handler, and freeing memory is
-/// not.
-#[cfg(unix)]
-pub fn remove_run_dir_on_signal() {
-    let Some(Some((_, dir, gone))) = RUN_DIR.get() else {
+/// Removes this run's folder while other threads may still be playing
+/// scenarios in it (a signal ended the run): the folder is first moved
+/// aside, so that they can make no new folder in it, then removed.
+pub fn remove_run_dir_while_playing() {
+    let Some(Some(dir)) = RUN_DIR.get() else {
         return;
     };
-    // SAFETY: rename, fork, execv, _exit and waitpid are async-signal-safe;
-    // the arguments were made before the signal came.
-    unsafe {
-        let path = if libc::rename(dir.as_ptr(), gone.as_ptr()) == 0 {
-            gone
-        } else {
-            dir
-        };
-        let pid = libc::fork();
-        if pid == 0 {
-            let rm = c"/bin/rm".as_ptr();
-            let argv = [
-                rm,
-                c"-rf".as_ptr(),
-                c"--".as_ptr(),
-                path.as_ptr(),
-                std::ptr::null(),
-            ];
-            libc::execv(rm, argv.as_ptr());
-            libc::_exit(127);
-        }
-        if pid > 0 {
-            let mut status = 0;
-            libc::waitpid(pid, &mut status, 0);
-        }
-    }
+    let mut gone = dir.clone().into_os_string();
+    gone.push(".gone");
+    let gone = PathBuf::from(gone);
+    let removed = if std::fs::rename(dir, &gone).is_ok() {
+        &gone
+    } else {
+        dir
+    };
+    let _ = std::fs::remove_dir_all(removed);
 }
 
 /// A fresh, empty folder for one scenario, removed when dropped.
