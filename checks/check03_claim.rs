@@ -543,7 +543,8 @@ fn play(case: &Case, race: &Race) -> Result<Played> {
 const HOLD_LIMIT: Duration = Duration::from_secs(20);
 
 /// Plays the relays of a race with an invite in the middle of their only
-/// call: once any relay has begun a send (held until the inviter ends),
+/// call: once a relay has begun a send (held until the inviter ends) and
+/// every other has begun one or returned,
 /// another process makes the invite through the case's own `invite`. The
 /// relays' sends wait for it and the inviter may wait for a relay's lock,
 /// so each may run longer before it counts as hung.
@@ -574,15 +575,27 @@ fn invite_while_sending(
     };
     std::thread::scope(|scope| {
         let running = scope.spawn(|| held.start_together(plans));
-        let sending = || -> Result<bool> {
+        // Every relay's only call is under way: it is sending, or it has
+        // returned. A relay slow to start (a busy machine) would otherwise
+        // read after the invite and send its row, whatever the case does.
+        // A relay that waits on a lock the held one keeps is waited for at
+        // most `LOCK_WAIT` after the first send.
+        let sending = |n: u32| world.reached(Moment::Sending(n));
+        let under_way = |n: u32| -> Result<bool> { Ok(sending(n)? || world.returned(n, "relay")?) };
+        let mut first_send: Option<std::time::Instant> = None;
+        while !running.is_finished() {
+            let mut all = true;
             for n in 1..=race.relays {
-                if world.reached(Moment::Sending(n))? {
-                    return Ok(true);
+                if first_send.is_none() && sending(n)? {
+                    first_send = Some(std::time::Instant::now());
                 }
+                all &= under_way(n)?;
             }
-            Ok(false)
-        };
-        while !running.is_finished() && !sending()? {
+            let waited_out =
+                first_send.is_some_and(|t| t.elapsed() > super::invite_world::LOCK_WAIT);
+            if (all && first_send.is_some()) || waited_out {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
         let invited = waiting.start(&inviter);

@@ -680,6 +680,20 @@ impl Recorder {
             .context("could not read the scenario's moments from the world")
     }
 
+    /// Whether process `process` has seen operation `op` return, with `Ok`
+    /// or an error, at least once.
+    pub fn returned(&self, process: u32, op: &str) -> Result<bool> {
+        self.conn
+            .prepare_cached(
+                "SELECT 1 FROM events
+                  WHERE process = ?1 AND op = ?2 AND kind IN ('return', 'error')",
+            )
+            .and_then(|mut read| read.query_row(params![process, op], |_| Ok(())))
+            .optional()
+            .map(|found| found.is_some())
+            .context("could not read the scenario's operations from the world")
+    }
+
     /// Whether process `process` died on a send its provider script kills
     /// on (see [`crate::scenario::ProviderScript::crash_on`] and
     /// [`crate::scenario::ProviderScript::crash_first`]), so the world, not

@@ -47,6 +47,8 @@ const WORLD_SCHEMA: &str = "
         at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
         hung_us    BIGINT NOT NULL DEFAULT 0,
         hanging    BOOLEAN NOT NULL DEFAULT false,
+        released_by BIGINT,
+        backend    INTEGER,
         waited_us  BIGINT NOT NULL DEFAULT 0,
         call       INTEGER NOT NULL
     );
@@ -269,17 +271,20 @@ impl Email {
 
     /// A send (`seq`) to `to` that takes over a row another relay still
     /// hangs on: it releases that hang, and the provider keeps back its own
-    /// answer until the hung relay has sent again, so after it wrote the
-    /// 503's result (or for at most [`TAKE_OVER_MAX`]). Any send may take
-    /// that long; this one does so where the order of the two relays'
-    /// writes decides whether a fence holds, whatever the machine's load.
+    /// answer until the hung relay has written the 503's result (its own
+    /// connection has ended a statement since, or it has sent again), or
+    /// for at most [`TAKE_OVER_MAX`]. Any send may take that long; this one
+    /// does so where the order of the two relays' writes decides whether a
+    /// fence holds, whatever the machine's load. The hang is known by the
+    /// send that released it, so a taker slow to look still finds it.
     fn take_over(&self, to: &str, seq: i64) -> Result<(), SendError> {
         let began = Instant::now();
         let mut observer = crate::db::lock(&self.observer);
         let hung = observer
             .query_opt(
-                "SELECT relay FROM requests
-                  WHERE recipient = $1 AND relay <> $2 AND hanging AND seq < $3
+                "SELECT relay, backend FROM requests
+                  WHERE recipient = $1 AND relay <> $2 AND seq < $3
+                    AND (hanging OR released_by = $3)
                   LIMIT 1",
                 &[&to, &self.relay, &seq],
             )
@@ -287,16 +292,19 @@ impl Email {
         let Some(hung) = hung else {
             return Ok(());
         };
-        let hung: String = hung.get(0);
+        let (hung, backend): (String, Option<i32>) = (hung.get(0), hung.get(1));
         while began.elapsed() < TAKE_OVER_MAX {
-            let again: bool = observer
+            let written: bool = observer
                 .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM requests WHERE relay = $1 AND seq > $2)",
-                    &[&hung, &seq],
+                    "SELECT EXISTS (SELECT 1 FROM requests WHERE relay = $1 AND seq > $2)
+                         OR coalesce((SELECT state = 'idle' AND state_change > r.at
+                                        FROM pg_stat_activity WHERE pid = $3), true)
+                       FROM requests r WHERE r.seq = $2",
+                    &[&hung, &seq, &backend],
                 )
                 .context("the provider could not look at its requests")?
                 .get(0);
-            if again {
+            if written {
                 break;
             }
             std::thread::sleep(HANG_POLL);
@@ -330,19 +338,23 @@ impl Email {
             .context("the provider could not record the send")?
             .get(0);
         observer
-            .execute("UPDATE requests SET hanging = true WHERE seq = $1", &[&seq])
+            .execute(
+                "UPDATE requests SET hanging = true, backend = $2 WHERE seq = $1",
+                &[&seq, &self.backend],
+            )
             .context("the provider could not record the send")?;
         let limit = Duration::from_millis(self.plan.hang_max_ms);
+        let mut released_by: Option<i64> = None;
         while began.elapsed() < limit {
-            let taken: bool = observer
+            released_by = observer
                 .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM requests
-                                     WHERE recipient = $1 AND relay <> $2 AND seq > $3)",
+                    "SELECT min(seq) FROM requests
+                      WHERE recipient = $1 AND relay <> $2 AND seq > $3",
                     &[&to, &self.relay, &seq],
                 )
                 .context("the provider could not look at its requests")?
                 .get(0);
-            if taken {
+            if released_by.is_some() {
                 break;
             }
             std::thread::sleep(HANG_POLL);
@@ -354,8 +366,9 @@ impl Email {
         );
         observer
             .execute(
-                "UPDATE requests SET hung_us = $2, hanging = false WHERE seq = $1",
-                &[&seq, &(hung.as_micros() as i64)],
+                "UPDATE requests SET hung_us = $2, hanging = false, released_by = $3
+                  WHERE seq = $1",
+                &[&seq, &(hung.as_micros() as i64), &released_by],
             )
             .context("the provider could not record the send")?;
         Err(SendError::Unavailable(format!(
