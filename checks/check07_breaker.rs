@@ -124,6 +124,18 @@ struct Played {
 }
 
 impl Played {
+    /// What `world`'s play left in `dir`, and how it ended.
+    fn read(world: &World, exit: Exit, dir: &std::path::Path) -> Result<Played> {
+        let history = History::read(dir)?;
+        let rows = read_ledger(dir, &history)?;
+        Ok(Played {
+            world: world.clone(),
+            exit,
+            history,
+            rows,
+        })
+    }
+
     /// An ending no correct case has: a panic, a hang, an error the lab
     /// could not carry on from.
     fn trouble(&self) -> Option<String> {
@@ -172,14 +184,7 @@ fn play(case: &Case, world: &World) -> Result<Played> {
     let case = case.patient(PATIENCE);
     let exits = case.start_in_turn(&world.plans(dir.path()))?;
     let exit = exits.into_iter().last().unwrap_or(Exit::Finished);
-    let history = History::read(dir.path())?;
-    let rows = read_ledger(dir.path(), &history)?;
-    Ok(Played {
-        world: world.clone(),
-        exit,
-        history,
-        rows,
-    })
+    Played::read(world, exit, dir.path())
 }
 
 /// Plays a generated world without a fault, as the explorer does: the
@@ -190,14 +195,7 @@ fn play_generated(case: &Case, world: &World) -> Result<Played> {
         .into_iter()
         .find(|e| *e != Exit::Finished)
         .unwrap_or(Exit::Finished);
-    let history = History::read(dir.path())?;
-    let rows = read_ledger(dir.path(), &history)?;
-    Ok(Played {
-        world: world.clone(),
-        exit,
-        history,
-        rows,
-    })
+    Played::read(world, exit, dir.path())
 }
 
 /// `notify run 7`: the chapter's batch, told as a story.
@@ -2064,11 +2062,7 @@ fn drain_worlds(budget: lab::explore::Budget) -> Vec<World> {
 /// explorer's, then the drains the working channel's rule reads.
 fn coverage(budget: lab::explore::Budget) -> Vec<lab::explore::Reached> {
     let mut reached = lab::explore::coverage(&Generated, budget);
-    let drains = drain_worlds(budget);
-    reached.extend(DRAINS.iter().map(|d| lab::explore::Reached {
-        rule: d.name.to_string(),
-        worlds: drains.iter().filter(|w| (d.reached)(w)).count(),
-    }));
+    reached.extend(lab::explore::reached(DRAINS, &drain_worlds(budget)));
     reached
 }
 

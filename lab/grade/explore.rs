@@ -597,8 +597,12 @@ pub fn coverage<E: Explorer>(explorer: &E, budget: Budget) -> Vec<Reached> {
         .into_iter()
         .map(|seed| explorer.generate(seed))
         .collect();
-    explorer
-        .dimensions()
+    reached(explorer.dimensions(), &worlds)
+}
+
+/// How many of `worlds` reach each of `dimensions`, in their order.
+pub fn reached<S>(dimensions: &[Dimension<S>], worlds: &[S]) -> Vec<Reached> {
+    dimensions
         .iter()
         .map(|d| Reached {
             rule: d.name.to_string(),
