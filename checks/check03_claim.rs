@@ -81,6 +81,13 @@ const SLOT_MS: u64 = 100;
 const INVITE_AT_MS: u64 = 20;
 const LATE_READ_MS: u64 = 5;
 const HELD_UNTIL_MS: u64 = 48;
+/// The rows the chapter's claim takes at a time.
+const CLAIM_ROWS: u64 = 50;
+/// The most rows a race queues: room left among the people for invites.
+const MOST_ROWS: u64 = 420;
+/// How long the web app holds the write lock after each of a relay's
+/// commits in a race on a busy database, in ms.
+const BUSY_HOLD_MS: (u64, u64) = (2, 6);
 /// The most rows queued before a race with invites streaming in: half the
 /// chapter's claim of 50, so fewer than any batch a relay would take.
 const FEW_ROWS: u64 = 25;
@@ -119,6 +126,10 @@ struct Race {
     /// in flight: each relay's first send answers only once it is done, so
     /// its row is queued after a claim and before the claim that follows.
     mid_batch: Option<Invite>,
+    /// When not 0, the web app takes the database's write lock right after
+    /// each commit a relay makes and holds it this many ms: every write a
+    /// relay makes next meets a busy database and must wait its turn.
+    busy_after_commit_ms: u64,
 }
 
 const FIRST: [&str; 30] = [
@@ -248,6 +259,31 @@ impl Race {
         race
     }
 
+    /// The race of a `seed` whose relays call `relay()` once, on a database
+    /// the web app keeps busy: it takes the write lock right after each
+    /// commit of a relay's, for a few ms. Two to three claims' worth of rows
+    /// wait for each relay, so each call claims again after its sends, and
+    /// that claim meets the lock: it waits its turn, as a write does on its
+    /// busy timeout, and the call goes on until a claim comes back empty.
+    fn busy(seed: u64) -> Race {
+        let mut race = Race::random(seed);
+        let mut draw = Rng::new(seed ^ 0x0b05_7a99_0000);
+        let each = draw.between(2 * CLAIM_ROWS, 3 * CLAIM_ROWS);
+        let rows = (each * u64::from(race.relays)).min(MOST_ROWS) as usize;
+        let mut people = people();
+        Rng::new(seed).shuffle(&mut people);
+        race.queued =
+            Race::build(None, String::new(), race.relays, rows, 0, 0, &people, seed).queued;
+        race.invites.clear();
+        race.polls = 1;
+        race.busy_after_commit_ms = draw.between(BUSY_HOLD_MS.0, BUSY_HOLD_MS.1);
+        race.name = format!(
+            "random race on a busy database (seed {seed}): the web app writes for {} ms after each of a relay's commits",
+            race.busy_after_commit_ms
+        );
+        race
+    }
+
     /// The process that makes [`Race::mid_batch`]'s invite: the one after
     /// the last relay.
     fn inviter(&self) -> u32 {
@@ -332,6 +368,7 @@ impl Race {
             poll_every_ms: None,
             streamed: Vec::new(),
             mid_batch: None,
+            busy_after_commit_ms: 0,
         }
     }
 
@@ -431,6 +468,7 @@ impl Race {
             steps,
             provider: self.provider.clone(),
             seed: self.jitter_seed,
+            busy_after_commit_ms: self.busy_after_commit_ms,
             ..Plan::default()
         }
     }
@@ -823,7 +861,7 @@ fn check(case: &Case, options: &CheckOptions) -> Result<Checked> {
                 .seeds
                 .iter()
                 .filter(|&&s| s % 3 == 1)
-                .map(|&s| Race::mid_batch(s)),
+                .flat_map(|&s| [Race::mid_batch(s), Race::busy(s)]),
         )
         .chain(std::iter::once(Race::slow_provider()))
         .collect();

@@ -59,6 +59,12 @@ pub struct Plan {
     /// UNIX epoch; `None`: [`crate::clock::DEFAULT_START`].
     #[serde(default)]
     pub starts_at: Option<i64>,
+    /// Another writer (the web app) takes the database's write lock right
+    /// after each commit this process makes and holds it this many ms
+    /// (0: never): the process's next write meets a database another
+    /// connection holds, and waits its turn on its busy timeout.
+    #[serde(default)]
+    pub busy_after_commit_ms: u64,
 }
 
 /// How a provider behaves: scripted per scenario. Attempts are counted in

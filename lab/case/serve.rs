@@ -9,7 +9,7 @@
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -315,6 +315,9 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
             .with_context(|| format!("the scenario's data does not fit the schema: {sql}"))?;
     }
     db.watch(recorder.clone(), plan.fault.clone());
+    if plan.busy_after_commit_ms > 0 {
+        db.busy_after_commit(&path, Duration::from_millis(plan.busy_after_commit_ms));
+    }
     let seed = plan.seed ^ u64::from(plan.process).rotate_left(32);
     let provider = |channel, script: &ProviderScript, seed| {
         Provider::new(

@@ -920,6 +920,7 @@ fn restart_plan<E: Explorer>(explorer: &E, crashed: &Plan, number: u32) -> Resul
         seed: crashed.seed,
         host: None,
         starts_at: crashed.starts_at,
+        busy_after_commit_ms: crashed.busy_after_commit_ms,
     })
 }
 
