@@ -272,8 +272,7 @@ impl Race {
         let rows = (each * u64::from(race.relays)).min(MOST_ROWS) as usize;
         let mut people = people();
         Rng::new(seed).shuffle(&mut people);
-        race.queued =
-            Race::build(None, String::new(), race.relays, rows, 0, 0, &people, seed).queued;
+        race.queued = Race::queue(&people[..rows]);
         race.invites.clear();
         race.polls = 1;
         race.busy_after_commit_ms = draw.between(BUSY_HOLD_MS.0, BUSY_HOLD_MS.1);
@@ -328,6 +327,20 @@ impl Race {
         race
     }
 
+    /// The workspace of the `i`th person of a race's people.
+    fn workspace(i: usize) -> String {
+        WORKSPACES[(i * 7 + 3) % WORKSPACES.len()].to_string()
+    }
+
+    /// `people`, each with a row queued for the workspace they joined.
+    fn queue(people: &[String]) -> Vec<(String, String)> {
+        people
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), Race::workspace(i)))
+            .collect()
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn build(
         seed: Option<u64>,
@@ -339,18 +352,13 @@ impl Race {
         people: &[String],
         jitter_seed: u64,
     ) -> Race {
-        let workspace = |i: usize| WORKSPACES[(i * 7 + 3) % WORKSPACES.len()].to_string();
-        let queued = people[..rows]
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.clone(), workspace(i)))
-            .collect();
+        let queued = Race::queue(&people[..rows]);
         let invites = people[rows..rows + invites]
             .iter()
             .enumerate()
             .map(|(i, p)| Invite {
                 email: p.clone(),
-                workspace: workspace(rows + i),
+                workspace: Race::workspace(rows + i),
             })
             .collect();
         Race {
