@@ -626,16 +626,15 @@ fn invite_while_sending(
         // read after the invite and send its row, whatever the case does.
         // A relay that waits on a lock the held one keeps is waited for at
         // most `LOCK_WAIT` after the first send.
-        let sending = |n: u32| world.reached(Moment::Sending(n));
-        let under_way = |n: u32| -> Result<bool> { Ok(sending(n)? || world.returned(n, "relay")?) };
         let mut first_send: Option<std::time::Instant> = None;
         while !running.is_finished() {
             let mut all = true;
             for n in 1..=race.relays {
-                if first_send.is_none() && sending(n)? {
+                let sending = world.reached(Moment::Sending(n))?;
+                if sending && first_send.is_none() {
                     first_send = Some(std::time::Instant::now());
                 }
-                all &= under_way(n)?;
+                all &= sending || world.returned(n, "relay")?;
             }
             let waited_out =
                 first_send.is_some_and(|t| t.elapsed() > super::invite_world::LOCK_WAIT);

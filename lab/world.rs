@@ -672,26 +672,31 @@ impl Recorder {
             Moment::Sending(n) => (n, SENDING),
             Moment::Ended(n) => (n, ENDED),
         };
+        self.exists(
+            "SELECT 1 FROM moments WHERE process = ?1 AND what = ?2",
+            params![process, what],
+        )
+        .context("could not read the scenario's moments from the world")
+    }
+
+    /// Whether `sql` finds a row.
+    fn exists(&self, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<bool> {
         self.conn
-            .prepare_cached("SELECT 1 FROM moments WHERE process = ?1 AND what = ?2")
-            .and_then(|mut read| read.query_row(params![process, what], |_| Ok(())))
+            .prepare_cached(sql)
+            .and_then(|mut read| read.query_row(params, |_| Ok(())))
             .optional()
             .map(|found| found.is_some())
-            .context("could not read the scenario's moments from the world")
     }
 
     /// Whether process `process` has seen operation `op` return, with `Ok`
     /// or an error, at least once.
     pub fn returned(&self, process: u32, op: &str) -> Result<bool> {
-        self.conn
-            .prepare_cached(
-                "SELECT 1 FROM events
-                  WHERE process = ?1 AND op = ?2 AND kind IN ('return', 'error')",
-            )
-            .and_then(|mut read| read.query_row(params![process, op], |_| Ok(())))
-            .optional()
-            .map(|found| found.is_some())
-            .context("could not read the scenario's operations from the world")
+        self.exists(
+            "SELECT 1 FROM events
+              WHERE process = ?1 AND op = ?2 AND kind IN ('return', 'error')",
+            params![process, op],
+        )
+        .context("could not read the scenario's operations from the world")
     }
 
     /// Whether process `process` died on a send its provider script kills
@@ -699,15 +704,12 @@ impl Recorder {
     /// [`crate::scenario::ProviderScript::crash_first`]), so the world, not
     /// a fault of the lab's, ended it.
     pub fn poisoned(&self, process: u32) -> Result<bool> {
-        self.conn
-            .prepare_cached(
-                "SELECT 1 FROM events
-                  WHERE process = ?1 AND kind = 'crash' AND subject IS NOT NULL",
-            )
-            .and_then(|mut read| read.query_row([process], |_| Ok(())))
-            .optional()
-            .map(|found| found.is_some())
-            .context("could not read the scenario's crashes from the world")
+        self.exists(
+            "SELECT 1 FROM events
+              WHERE process = ?1 AND kind = 'crash' AND subject IS NOT NULL",
+            [process],
+        )
+        .context("could not read the scenario's crashes from the world")
     }
 
     /// How many processes a send to `recipient` has killed, in every

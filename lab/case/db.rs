@@ -44,8 +44,6 @@ const CHECKPOINT_PAGES: i32 = 1000;
 /// The service's database: a rusqlite connection with the lab's fault points.
 pub struct Db {
     conn: Connection,
-    /// The world, once [`Db::watch`] has tied the database to it.
-    recorder: Option<Arc<Mutex<Recorder>>>,
 }
 
 impl Db {
@@ -65,14 +63,17 @@ impl Db {
         // Room for every statement a case runs again and again (see
         // [`Db::execute`]).
         conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
-        Ok(Db {
-            conn,
-            recorder: None,
-        })
+        Ok(Db { conn })
     }
 
-    /// Counts commits against the running operation and injects `fault`.
-    pub(crate) fn watch(&mut self, recorder: Arc<Mutex<Recorder>>, fault: Option<Fault>) {
+    /// Counts commits against the running operation and injects `fault`;
+    /// with `busy_after`, the database is busy that long after each commit.
+    pub(crate) fn watch(
+        &mut self,
+        recorder: Arc<Mutex<Recorder>>,
+        fault: Option<Fault>,
+        busy_after: Option<Duration>,
+    ) {
         let tracker = Arc::new(Mutex::new(Tracker {
             fault,
             counts: HashMap::new(),
@@ -136,49 +137,31 @@ impl Db {
             }))
             .expect("a commit hook can always be installed");
 
-        self.recorder = Some(recorder);
-        self.wal_hook(None);
-    }
-
-    /// Makes another writer take the write lock of the database at `path`
-    /// right after each commit, and hold it for `hold` on a thread of its
-    /// own: the case's next write waits for it, as it would for a busy web
-    /// app. A case that gives up on a busy database at once shows it.
-    pub(crate) fn busy_after_commit(&mut self, path: &Path, hold: Duration) {
-        // It never waits: with the lock taken by another process, this
-        // commit goes without it.
-        let other = match Connection::open(path) {
-            Ok(other) if other.busy_timeout(Duration::ZERO).is_ok() => other,
-            _ => return,
-        };
-        let other = Arc::new(Mutex::new(other));
-        self.wal_hook(Some(Box::new(move || {
-            // The commit has ended and its lock is free: take it.
-            let other = other.clone();
-            let taken = lock(&other).execute_batch("BEGIN IMMEDIATE").is_ok();
-            if taken {
-                std::thread::spawn(move || {
-                    std::thread::sleep(hold);
-                    let _ = lock(&other).execute_batch("ROLLBACK");
-                });
-            }
-        })));
-    }
-
-    /// Installs the write-ahead-log hook: the world hears of each commit
-    /// once it is in the log file, then `after` runs.
-    fn wal_hook(&mut self, after: Option<Box<dyn Fn() + Send>>) {
-        let Some(recorder) = self.recorder.clone() else {
-            return;
-        };
+        // With `busy_after` set, another writer (a busy web app) takes the
+        // write lock right after each commit, once the commit's own lock is
+        // free, and holds it that long on a thread of its own: the case's
+        // next write waits for it. It never waits itself: with the lock
+        // taken by another process, that commit goes without it.
+        let other = busy_after.and_then(|hold| {
+            let path = self.conn.path()?;
+            let other = Connection::open(path).ok()?;
+            other.busy_timeout(Duration::ZERO).ok()?;
+            Some((Arc::new(Mutex::new(other)), hold))
+        });
         self.conn
             .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
                 let _ = lock(&recorder).flush_commit();
                 if pages >= CHECKPOINT_PAGES {
                     wal.checkpoint()?;
                 }
-                if let Some(after) = &after {
-                    after();
+                if let Some((other, hold)) = &other {
+                    if lock(other).execute_batch("BEGIN IMMEDIATE").is_ok() {
+                        let (other, hold) = (other.clone(), *hold);
+                        std::thread::spawn(move || {
+                            std::thread::sleep(hold);
+                            let _ = lock(&other).execute_batch("ROLLBACK");
+                        });
+                    }
                 }
                 Ok(())
             }))

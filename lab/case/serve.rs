@@ -314,10 +314,9 @@ fn serve(schema: &str, ops: &[(&'static str, Box<dyn Op>)], plan: &Path) -> Resu
         db.execute_batch(sql)
             .with_context(|| format!("the scenario's data does not fit the schema: {sql}"))?;
     }
-    db.watch(recorder.clone(), plan.fault.clone());
-    if plan.busy_after_commit_ms > 0 {
-        db.busy_after_commit(&path, Duration::from_millis(plan.busy_after_commit_ms));
-    }
+    let busy_after =
+        (plan.busy_after_commit_ms > 0).then(|| Duration::from_millis(plan.busy_after_commit_ms));
+    db.watch(recorder.clone(), plan.fault.clone(), busy_after);
     let seed = plan.seed ^ u64::from(plan.process).rotate_left(32);
     let provider = |channel, script: &ProviderScript, seed| {
         Provider::new(
