@@ -229,8 +229,8 @@ mod on_postgres {
     /// Each check of chapter 12 plays about 20 s on the real clock, most
     /// of it waiting on the relays and the server: the catalogue is graded
     /// in three parts, three tests that run side by side (`.ci/run` gives
-    /// chapter 12's tests four threads: the three parts, and the other
-    /// tests one after the other beside them).
+    /// chapter 12's tests three threads: the three parts, with the other
+    /// tests before and after them).
     fn wrong_fixes_fail_their_property(part: usize) {
         let size = WRONG_FIXES.len().div_ceil(3);
         for (variant, expected) in WRONG_FIXES.chunks(size).nth(part).unwrap_or_default() {
